@@ -1,0 +1,60 @@
+"""Flowers (5 classes) from flower_photos.tgz, or its extracted flower_photos/.
+
+As TF-Slim: class ids are the sorted folder names, the sorted image list is
+shuffled with the seed (0) and the first 350 images are 'validation', the rest
+'train' (3,320 of the published 3,670); an archive of fewer than 3,500 images
+holds out a tenth instead. 5 shards per split, named as TF-Slim's.
+"""
+import os
+
+from datasets import convert_folder
+from datasets import converters
+from datasets import dataset_utils
+
+URL = 'http://download.tensorflow.org/example_images/flower_photos.tgz'
+ARCHIVE = 'flower_photos.tgz'
+EXTRACTED = 'flower_photos'
+NUM_VALIDATION = 350
+DEFAULT_SHARDS = 5
+
+
+def _photos_root(options):
+  extracted = os.path.join(options.source_dir, EXTRACTED)
+  if os.path.isdir(extracted):
+    return extracted
+  archive = os.path.join(options.source_dir, ARCHIVE)
+  if not os.path.exists(archive):
+    if not options.download:
+      raise dataset_utils.ConversionError(
+          'missing %s; put %s in %s or pass --download'
+          % (archive, ARCHIVE, options.source_dir))
+    os.makedirs(options.source_dir, exist_ok=True)
+    dataset_utils.download(URL, archive)
+  dataset_utils.safe_extract_tar(archive, options.work_dir)
+  root = os.path.join(options.work_dir, EXTRACTED)
+  if not os.path.isdir(root):
+    raise dataset_utils.ConversionError('%s has no %s/ folder' % (archive, EXTRACTED))
+  return root
+
+
+def make_conversion(options):
+  root = _photos_root(options)
+  names = convert_folder.class_folders(root)
+  photos = [(path, label) for label, name in enumerate(names)
+            for path in convert_folder.image_files(root, name)]
+  photos = convert_folder.shuffled(photos, options.seed)
+  num_validation = min(NUM_VALIDATION, len(photos) // 10)
+  splits = tuple(
+      converters.Split(split_name, items, converters.shard_count(
+          options.num_shards, DEFAULT_SHARDS, len(items)))
+      for split_name, items in (('train', photos[num_validation:]),
+                                ('validation', photos[:num_validation])))
+
+  def to_example(item):
+    path, label = item
+    return convert_folder.folder_example(root, path, label, names[label])
+
+  return converters.Conversion(
+      dataset_name='flowers', splits=splits, to_example=to_example,
+      labels_to_names=dict(enumerate(names)), num_classes=len(names),
+      source_id='')  # the items (relative paths, labels) identify the inputs

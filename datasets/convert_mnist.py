@@ -1,0 +1,94 @@
+"""MNIST from its four idx files (train-images-idx3-ubyte.gz, ...) to PNG records.
+
+Reads the files from source_dir (gzipped, or already gunzipped); --download
+fetches missing ones from TF-Slim's URL (or the common mirror). Splits 'train'
+(60,000) and 'test' (10,000) keep the published order; labels 0..9.
+"""
+import gzip
+import os
+import struct
+
+import numpy as np
+
+from datasets import converters
+from datasets import dataset_utils
+
+URLS = ('http://yann.lecun.com/exdb/mnist/',
+        'https://storage.googleapis.com/cvdf-datasets/mnist/')
+FILES = {  # split -> (images, labels)
+    'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
+    'test': ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz'),
+}
+IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049  # idx: uint8 data, 3 and 1 dimensions
+CLASS_NAMES = ('zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven',
+               'eight', 'nine')
+DEFAULT_SHARDS = {'train': 2, 'test': 1}
+
+
+def _locate(source_dir, filename, download):
+  path = os.path.join(source_dir, filename)
+  if os.path.exists(path):
+    return path
+  if os.path.exists(path[:-len('.gz')]):
+    return path[:-len('.gz')]
+  if download:
+    os.makedirs(source_dir, exist_ok=True)
+    return dataset_utils.download([url + filename for url in URLS], path)
+  raise dataset_utils.ConversionError(
+      'missing %s; put the MNIST files in %s or pass --download' % (path, source_dir))
+
+
+def read_idx(path, magic):
+  """The uint8 array of an idx file, after checking its magic number and size."""
+  opener = gzip.open if path.endswith('.gz') else open
+  try:
+    with opener(path, 'rb') as f:
+      data = f.read()
+  except (OSError, EOFError) as e:
+    raise dataset_utils.ConversionError('cannot read %s: %s' % (path, e)) from None
+  ndim = magic & 0xff
+  header = 4 + 4 * ndim
+  if len(data) < header or struct.unpack('>i', data[:4])[0] != magic:
+    raise dataset_utils.ConversionError(
+        '%s is not an MNIST idx file (expected magic number %d)' % (path, magic))
+  shape = struct.unpack('>%di' % ndim, data[4:header])
+  if len(data) - header != int(np.prod(shape)):
+    raise dataset_utils.ConversionError(
+        '%s holds %d bytes of data, its header promises %s'
+        % (path, len(data) - header, 'x'.join(map(str, shape))))
+  return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
+
+
+def make_conversion(options):
+  arrays, splits, source_id = {}, [], []
+  for split_name, (images_file, labels_file) in FILES.items():
+    images_path = _locate(options.source_dir, images_file, options.download)
+    labels_path = _locate(options.source_dir, labels_file, options.download)
+    images = read_idx(images_path, IMAGES_MAGIC)
+    labels = read_idx(labels_path, LABELS_MAGIC)
+    if len(images) != len(labels):
+      raise dataset_utils.ConversionError('%s has %d images but %s has %d labels' % (
+          images_path, len(images), labels_path, len(labels)))
+    if labels.size and labels.max() >= len(CLASS_NAMES):
+      raise dataset_utils.ConversionError('%s holds label %d; MNIST labels are 0..9'
+                                          % (labels_path, labels.max()))
+    arrays[split_name] = images, labels
+    source_id += [(os.path.basename(p), os.path.getsize(p))
+                  for p in (images_path, labels_path)]
+    splits.append(converters.Split(split_name, [(split_name, i) for i in range(len(images))],
+                                   converters.shard_count(options.num_shards,
+                                                          DEFAULT_SHARDS[split_name],
+                                                          len(images))))
+
+  def to_example(item):
+    split_name, index = item
+    images, labels = arrays[split_name]
+    image, label = images[index], int(labels[index])
+    return dataset_utils.image_to_tfexample(
+        dataset_utils.encode_png(image), b'png', image.shape[0], image.shape[1],
+        label, CLASS_NAMES[label])
+
+  return converters.Conversion(
+      dataset_name='mnist', splits=tuple(splits), to_example=to_example,
+      labels_to_names=dict(enumerate(CLASS_NAMES)), num_classes=len(CLASS_NAMES),
+      source_id=repr(source_id))

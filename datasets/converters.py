@@ -1,0 +1,218 @@
+"""Writes a dataset as sharded TFRecords: atomically, resumably, in parallel.
+
+One mechanism for every source. A source module (convert_<name>.py) reads what
+the user has and returns a Conversion: per split, the ordered items and the
+number of shards, plus `to_example(item) -> tf.train.Example`. This module then
+
+- writes each shard under a hidden temporary name and renames it into place
+  (os.replace) when complete, so no record file is ever half-written;
+- skips shards that already exist when rerun with the same inputs and settings
+  (recorded as a fingerprint in .<name>-conversion.json), so an interrupted
+  conversion resumes; other records matching the dataset's pattern are refused;
+- writes labels.txt and then splits.json last: splits.json marks completion.
+"""
+import concurrent.futures
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+import tf_compat  # noqa: F401
+import tensorflow as tf
+
+from datasets import dataset_factory
+from datasets import dataset_utils
+from nets import registry
+
+# dataset name -> module that reads its sources (imported when used).
+SOURCES = {
+    'mnist': 'datasets.convert_mnist',
+    'cifar10': 'datasets.convert_cifar10',
+    'flowers': 'datasets.convert_flowers',
+    'imagenet': 'datasets.convert_imagenet',
+    'digits': 'datasets.convert_digits',
+    'image_folder': 'datasets.convert_folder',
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceOptions:
+  """What a source module may use; each takes what applies to it."""
+  source_dir: str  # where the user's archives or folders are
+  work_dir: str  # scratch space (e.g. for extraction), deleted afterwards
+  download: bool = False  # fetch missing archives from their original URLs
+  num_shards: Optional[int] = None  # per split; None: the dataset's default
+  validation_fraction: float = 0.1  # image_folder
+  seed: int = 0  # of every shuffle and split
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  name: str
+  items: Sequence  # in record order; small reprs (indices, relative paths)
+  num_shards: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+  """A source module's plan: what to write, and how to make each record."""
+  dataset_name: str
+  splits: Tuple[Split, ...]
+  to_example: Callable  # item -> tf.train.Example
+  labels_to_names: Dict[int, str]
+  num_classes: int
+  source_id: str  # identifies the source files (names, sizes)
+
+
+def shard_count(requested, default, num_items):
+  """`requested` or `default` shards, never more than there are items."""
+  return max(1, min(int(requested or default), num_items))
+
+
+def convert(dataset_name, dataset_dir, source_dir=None, download=False,
+            num_shards=None, validation_fraction=0.1, seed=0, num_threads=None,
+            stream=None):
+  """Converts `dataset_name` from `source_dir` (default `dataset_dir`) into
+  `dataset_dir`; returns {split: num_samples}."""
+  if dataset_name not in SOURCES:
+    raise dataset_utils.ConversionError(
+        registry.unknown_name_message('dataset_name', dataset_name, SOURCES))
+  if num_shards is not None and num_shards < 1:
+    raise dataset_utils.ConversionError('num_shards must be at least 1')
+  if not 0 <= validation_fraction < 1:
+    raise dataset_utils.ConversionError(
+        'validation_fraction must be in [0, 1), got %r' % validation_fraction)
+  dataset_dir = os.path.abspath(dataset_dir)
+  os.makedirs(dataset_dir, exist_ok=True)
+  source = importlib.import_module(SOURCES[dataset_name])
+  with tempfile.TemporaryDirectory(prefix='.work-', dir=dataset_dir) as work_dir:
+    options = SourceOptions(
+        source_dir=os.path.abspath(source_dir or dataset_dir), work_dir=work_dir,
+        download=download, num_shards=num_shards,
+        validation_fraction=validation_fraction, seed=seed)
+    conversion = source.make_conversion(options)
+    return write(conversion, dataset_dir, num_threads=num_threads, stream=stream)
+
+
+def write(conversion, dataset_dir, num_threads=None, stream=None):
+  """Writes `conversion` into `dataset_dir`; returns {split: num_samples}."""
+  spec = dataset_factory.get_spec(conversion.dataset_name)
+  shard_paths = {
+      split.name: [os.path.join(dataset_dir, spec.shard_filename(
+          split.name, shard, split.num_shards)) for shard in range(split.num_shards)]
+      for split in conversion.splits}
+  _claim(conversion, dataset_dir, shard_paths)
+
+  num_threads = num_threads or min(4, os.cpu_count() or 1)
+  for split in conversion.splits:
+    _write_split(conversion, split, shard_paths[split.name], num_threads,
+                 stream or sys.stderr)
+
+  sizes = {split.name: len(split.items) for split in conversion.splits}
+  dataset_utils.write_label_file(conversion.labels_to_names, dataset_dir)
+  dataset_utils.write_splits_file(sizes, conversion.num_classes, dataset_dir)
+  return sizes
+
+
+def _fingerprint(conversion):
+  digest = hashlib.sha256()
+  digest.update(repr((conversion.dataset_name, conversion.source_id,
+                      conversion.num_classes,
+                      sorted(conversion.labels_to_names.items()))).encode())
+  for split in conversion.splits:
+    digest.update(repr((split.name, split.num_shards, len(split.items))).encode())
+    for item in split.items:
+      digest.update(repr(item).encode())
+  return digest.hexdigest()
+
+
+def _claim(conversion, dataset_dir, shard_paths):
+  """Refuses record files this conversion would not write (or would not reuse),
+  then records its fingerprint so a rerun knows which shards it may skip."""
+  name = conversion.dataset_name
+  existing = set()
+  for split in conversion.splits:
+    existing.update(tf.io.gfile.glob(dataset_factory.split_file_pattern(
+        name, split.name, dataset_dir)))
+  foreign = existing - {p for paths in shard_paths.values() for p in paths}
+  if foreign:
+    raise dataset_utils.ConversionError(
+        '%s already holds %s records this conversion does not write: %s; delete '
+        'them or choose another --dataset_dir'
+        % (dataset_dir, name, ', '.join(sorted(os.path.basename(p) for p in foreign))))
+
+  fingerprint = _fingerprint(conversion)
+  claim_path = os.path.join(dataset_dir, '.%s-conversion.json' % name)
+  previous = None
+  if os.path.exists(claim_path):
+    with open(claim_path, encoding='utf-8') as f:
+      previous = json.load(f).get('fingerprint')
+  if previous == fingerprint:
+    return
+  if existing:
+    raise dataset_utils.ConversionError(
+        '%s already holds %s records from a conversion of other inputs or settings '
+        '(%s); delete them or choose another --dataset_dir'
+        % (dataset_dir, name, ', '.join(sorted(os.path.basename(p) for p in existing))))
+  # A new conversion: its splits.json will be written when it is complete.
+  splits_path = os.path.join(dataset_dir, dataset_utils.SPLITS_FILENAME)
+  if os.path.exists(splits_path):
+    os.remove(splits_path)
+  dataset_utils.atomic_write_text(
+      claim_path, json.dumps({'dataset_name': name, 'fingerprint': fingerprint}) + '\n')
+
+
+def _write_split(conversion, split, paths, num_threads, stream):
+  bounds = np.linspace(0, len(split.items), split.num_shards + 1).astype(int)
+  todo = [(path, split.items[bounds[i]:bounds[i + 1]])
+          for i, path in enumerate(paths) if not os.path.exists(path)]
+  what = '%s %s' % (conversion.dataset_name, split.name)
+  if len(todo) < len(paths):
+    stream.write('%s: %d of %d shards already complete, skipped\n'
+                 % (what, len(paths) - len(todo), len(paths)))
+  if not todo:
+    return
+  progress = dataset_utils.Progress(what, sum(len(items) for _, items in todo),
+                                    stream=stream)
+  stop = threading.Event()
+  pool = concurrent.futures.ThreadPoolExecutor(num_threads)
+  futures = [pool.submit(_write_shard, path, items, conversion.to_example,
+                         progress, stop) for path, items in todo]
+  try:
+    for future in concurrent.futures.as_completed(futures):
+      future.result()  # re-raises the first failure
+  except BaseException:
+    # Abandon the other shards (also on Ctrl-C): they remove their temporaries.
+    stop.set()
+    for future in futures:
+      future.cancel()
+    raise
+  finally:
+    pool.shutdown(wait=True)
+  progress.done()
+
+
+class _Stopped(Exception):
+  """Another shard failed; this one gives up without writing its file."""
+
+
+def _write_shard(path, items, to_example, progress, stop):
+  tmp = dataset_utils.temporary_path(path)
+  try:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for item in items:
+        if stop.is_set():
+          raise _Stopped()
+        writer.write(to_example(item).SerializeToString())
+        progress.add(1)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)

@@ -1,0 +1,497 @@
+"""An Estimator-compatible runner on MonitoredTrainingSession.
+
+`tf.estimator` was removed from TensorFlow (2.16); code written against its
+contract -- `model_fn(features, labels, mode, params, config) -> EstimatorSpec`
+-- runs here after changing its imports:
+
+    from deployment import estimator as tf_estimator
+    est = tf_estimator.Estimator(model_fn, model_dir, config=tf_estimator.RunConfig(...))
+    est.train(input_fn, max_steps=1000); est.evaluate(input_fn)
+
+Each call builds a fresh graph, restores the latest checkpoint of `model_dir`
+(training resumes from it) and runs under hooks. The cluster settings of
+RunConfig (TF_CONFIG: cluster, task, chief, parameter servers) are read here
+and passed to MonitoredTrainingSession, so distributed training plugs in
+through `master`/`is_chief` and a device setter, not a different runner.
+"""
+import collections
+import inspect
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+from tensorflow.python.saved_model.model_utils import export_output
+
+tf1 = tf.compat.v1
+
+
+class ModeKeys(object):
+  TRAIN = 'train'
+  EVAL = 'eval'
+  PREDICT = 'infer'
+
+
+class EstimatorSpec(collections.namedtuple('EstimatorSpec', [
+    'mode', 'predictions', 'loss', 'train_op', 'eval_metric_ops',
+    'export_outputs', 'training_chief_hooks', 'training_hooks', 'scaffold',
+    'evaluation_hooks', 'prediction_hooks'])):
+  """What a model_fn returns; the fields a mode needs are checked."""
+
+  def __new__(cls, mode, predictions=None, loss=None, train_op=None,
+              eval_metric_ops=None, export_outputs=None,
+              training_chief_hooks=None, training_hooks=None, scaffold=None,
+              evaluation_hooks=None, prediction_hooks=None):
+    if mode == ModeKeys.TRAIN and (loss is None or train_op is None):
+      raise ValueError('EstimatorSpec in TRAIN mode needs loss and train_op')
+    if mode == ModeKeys.EVAL and loss is None:
+      raise ValueError('EstimatorSpec in EVAL mode needs loss')
+    if mode == ModeKeys.PREDICT and predictions is None:
+      raise ValueError('EstimatorSpec in PREDICT mode needs predictions')
+    for name, ops in (eval_metric_ops or {}).items():
+      if not (isinstance(ops, (tuple, list)) and len(ops) == 2):
+        raise TypeError('eval_metric_ops[%r] must be (value, update_op)' % name)
+    return super().__new__(
+        cls, mode, predictions, loss, train_op, dict(eval_metric_ops or {}),
+        export_outputs, tuple(training_chief_hooks or ()),
+        tuple(training_hooks or ()), scaffold or tf1.train.Scaffold(),
+        tuple(evaluation_hooks or ()), tuple(prediction_hooks or ()))
+
+
+class RunConfig(object):
+  """Run settings, with TF_CONFIG's cluster read as tf.estimator did."""
+
+  def __init__(self, model_dir=None, tf_random_seed=None,
+               save_summary_steps=100, save_checkpoints_steps=None,
+               save_checkpoints_secs=None, session_config=None,
+               keep_checkpoint_max=5, keep_checkpoint_every_n_hours=10000,
+               log_step_count_steps=100):
+    if save_checkpoints_steps is not None and save_checkpoints_secs is not None:
+      raise ValueError('set at most one of save_checkpoints_steps and '
+                       'save_checkpoints_secs')
+    if save_checkpoints_steps is None and save_checkpoints_secs is None:
+      save_checkpoints_secs = 600
+    self.model_dir = model_dir
+    self.tf_random_seed = tf_random_seed
+    self.save_summary_steps = save_summary_steps
+    self.save_checkpoints_steps = save_checkpoints_steps
+    self.save_checkpoints_secs = save_checkpoints_secs
+    self.session_config = session_config or tf1.ConfigProto(
+        allow_soft_placement=True)
+    self.keep_checkpoint_max = keep_checkpoint_max
+    self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+    self.log_step_count_steps = log_step_count_steps
+    self._read_cluster(json.loads(os.environ.get('TF_CONFIG') or '{}'))
+
+  def _read_cluster(self, tf_config):
+    cluster = tf_config.get('cluster') or {}
+    task = tf_config.get('task') or {}
+    self.cluster_spec = tf1.train.ClusterSpec(cluster)
+    self.task_type = task.get('type', 'worker' if not cluster else None)
+    self.task_id = int(task.get('index', 0))
+    self.num_ps_replicas = len(cluster.get('ps', []))
+    self.num_worker_replicas = (len(cluster.get('worker', [])) +
+                                len(cluster.get('chief', []))) or 1
+    if cluster and self.task_type not in cluster and self.task_type != 'evaluator':
+      raise ValueError("TF_CONFIG task type '%s' is not in its cluster (%s)" %
+                       (self.task_type, ', '.join(sorted(cluster))))
+    self.is_chief = (self.task_type == 'chief' or
+                     (self.task_type == 'worker' and self.task_id == 0 and
+                      'chief' not in cluster))
+    self.master = ('grpc://' + cluster[self.task_type][self.task_id]
+                   if cluster and self.task_type in cluster else '')
+
+  def replace(self, **kwargs):
+    fields = dict(
+        model_dir=self.model_dir, tf_random_seed=self.tf_random_seed,
+        save_summary_steps=self.save_summary_steps,
+        save_checkpoints_steps=self.save_checkpoints_steps,
+        save_checkpoints_secs=self.save_checkpoints_secs,
+        session_config=self.session_config,
+        keep_checkpoint_max=self.keep_checkpoint_max,
+        keep_checkpoint_every_n_hours=self.keep_checkpoint_every_n_hours,
+        log_step_count_steps=self.log_step_count_steps)
+    if 'save_checkpoints_steps' in kwargs:
+      fields['save_checkpoints_secs'] = None
+    if 'save_checkpoints_secs' in kwargs:
+      fields['save_checkpoints_steps'] = None
+    fields.update(kwargs)
+    return RunConfig(**fields)
+
+
+class ServingInputReceiver(collections.namedtuple(
+    'ServingInputReceiver', ['features', 'receiver_tensors'])):
+  """features fed to the model_fn and the tensors a SavedModel is fed."""
+
+  def __new__(cls, features, receiver_tensors):
+    if not isinstance(receiver_tensors, dict):
+      receiver_tensors = {'input': receiver_tensors}
+    return super().__new__(cls, features, receiver_tensors)
+
+
+def build_raw_serving_input_receiver_fn(features, default_batch_size=None):
+  """A serving_input_receiver_fn feeding placeholders shaped like `features`."""
+
+  def serving_input_receiver_fn():
+    placeholders = {}
+    for name, t in features.items():
+      shape = [default_batch_size] + t.shape.as_list()[1:]
+      placeholders[name] = tf1.placeholder(t.dtype, shape, name=name)
+    return ServingInputReceiver(placeholders, placeholders)
+
+  return serving_input_receiver_fn
+
+
+class export(object):  # pylint: disable=invalid-name
+  """`tf.estimator.export` names."""
+  ServingInputReceiver = ServingInputReceiver
+  build_raw_serving_input_receiver_fn = staticmethod(
+      build_raw_serving_input_receiver_fn)
+  PredictOutput = export_output.PredictOutput
+  ClassificationOutput = export_output.ClassificationOutput
+  RegressionOutput = export_output.RegressionOutput
+
+
+TrainSpec = collections.namedtuple('TrainSpec', ['input_fn', 'max_steps',
+                                                 'hooks'])
+TrainSpec.__new__.__defaults__ = (None, ())
+EvalSpec = collections.namedtuple('EvalSpec', [
+    'input_fn', 'steps', 'name', 'hooks', 'exporters', 'start_delay_secs',
+    'throttle_secs'])
+EvalSpec.__new__.__defaults__ = (100, None, (), (), 120, 600)
+
+
+def _call_with_supported_args(fn, candidates):
+  accepted = inspect.signature(fn).parameters
+  if any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
+    return fn(**candidates)
+  return fn(**{k: v for k, v in candidates.items() if k in accepted})
+
+
+def _features_and_labels(result):
+  """input_fn may return a Dataset, (features, labels) or features."""
+  if isinstance(result, tf.data.Dataset):
+    result = tf1.data.make_one_shot_iterator(result).get_next()
+  if isinstance(result, (tuple, list)) and len(result) == 2:
+    return result[0], result[1]
+  return result, None
+
+
+class _EvalStepHook(tf1.train.SessionRunHook):
+  """Stops evaluation after `steps` batches (None: until the input ends)."""
+
+  def __init__(self, steps):
+    self._steps, self._done = steps, 0
+
+  def after_run(self, run_context, run_values):
+    self._done += 1
+    if self._steps is not None and self._done >= self._steps:
+      run_context.request_stop()
+
+
+class Estimator(object):
+  """Trains, evaluates, predicts with and exports a `model_fn`."""
+
+  def __init__(self, model_fn, model_dir=None, config=None, params=None):
+    config = config or RunConfig()
+    model_dir = model_dir or config.model_dir or tempfile.mkdtemp()
+    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+      raise ValueError("model_dir '%s' is a file, not a directory" % model_dir)
+    self._model_fn = model_fn
+    self._model_dir = model_dir
+    self._config = config.replace(model_dir=model_dir)
+    self._params = dict(params or {})
+
+  model_dir = property(lambda self: self._model_dir)
+  config = property(lambda self: self._config)
+  params = property(lambda self: dict(self._params))
+
+  # -- graph building ------------------------------------------------------
+  def _call_model_fn(self, features, labels, mode):
+    spec = _call_with_supported_args(self._model_fn, dict(
+        features=features, labels=labels, mode=mode,
+        params=dict(self._params), config=self._config))
+    if not isinstance(spec, EstimatorSpec):
+      raise TypeError('model_fn must return an EstimatorSpec, got %r' % spec)
+    return spec
+
+  def _build(self, input_fn, mode):
+    if self._config.tf_random_seed is not None:
+      tf1.set_random_seed(self._config.tf_random_seed)
+    global_step = tf1.train.get_or_create_global_step()
+    with tf.device('/device:CPU:0'):
+      features, labels = _features_and_labels(_call_with_supported_args(
+          input_fn, dict(params=dict(self._params), config=self._config,
+                         mode=mode)))
+    device_fn = self._device_fn()
+    with tf.device(device_fn):
+      return self._call_model_fn(features, labels, mode), global_step
+
+  def _device_fn(self):
+    if self._config.num_ps_replicas > 0:
+      return tf1.train.replica_device_setter(
+          ps_tasks=self._config.num_ps_replicas,
+          worker_device='/job:%s/task:%d' % (self._config.task_type,
+                                             self._config.task_id),
+          cluster=self._config.cluster_spec)
+    return None
+
+  # -- public API ----------------------------------------------------------
+  def latest_checkpoint(self):
+    return tf.train.latest_checkpoint(self._model_dir)
+
+  def get_variable_names(self):
+    return [name for name, _ in tf.train.list_variables(self._checkpoint())]
+
+  def get_variable_value(self, name):
+    return tf.train.load_variable(self._checkpoint(), name)
+
+  def _checkpoint(self, checkpoint_path=None):
+    path = checkpoint_path or self.latest_checkpoint()
+    if not path:
+      raise ValueError("no checkpoint in model_dir '%s'; train first or pass "
+                       'checkpoint_path' % self._model_dir)
+    if os.path.isdir(path):
+      path = tf.train.latest_checkpoint(path)
+    return path
+
+  def train(self, input_fn, hooks=None, steps=None, max_steps=None,
+            saving_listeners=None):
+    """Trains until `steps` more steps, `max_steps` in all, or input ends."""
+    if steps is not None and max_steps is not None:
+      raise ValueError('set at most one of steps and max_steps')
+    if max_steps is not None and self.latest_checkpoint():
+      done = tf.train.load_variable(self.latest_checkpoint(), 'global_step')
+      if done >= max_steps:
+        tf1.logging.info('Skipping training: step %d >= max_steps %d',
+                         done, max_steps)
+        return self
+    os.makedirs(self._model_dir, exist_ok=True)
+    cfg = self._config
+    with tf.Graph().as_default():
+      spec, global_step = self._build(input_fn, ModeKeys.TRAIN)
+      all_hooks = list(hooks or []) + list(spec.training_hooks)
+      all_hooks.append(tf1.train.NanTensorHook(spec.loss))
+      if steps is not None or max_steps is not None:
+        all_hooks.append(tf1.train.StopAtStepHook(num_steps=steps,
+                                                  last_step=max_steps))
+      if cfg.log_step_count_steps:
+        all_hooks.append(tf1.train.LoggingTensorHook(
+            {'loss': spec.loss, 'step': global_step},
+            every_n_iter=cfg.log_step_count_steps))
+      chief_hooks = list(spec.training_chief_hooks)
+      scaffold = spec.scaffold
+      if scaffold.saver is None and not tf1.get_collection(
+          tf1.GraphKeys.SAVERS):
+        # Scaffold.finalize() picks the saver up from this collection.
+        tf1.add_to_collection(tf1.GraphKeys.SAVERS, tf1.train.Saver(
+            sharded=True, max_to_keep=cfg.keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=cfg.keep_checkpoint_every_n_hours,
+            save_relative_paths=True))
+      if cfg.is_chief and saving_listeners:
+        chief_hooks.append(tf1.train.CheckpointSaverHook(
+            self._model_dir, save_secs=cfg.save_checkpoints_secs,
+            save_steps=cfg.save_checkpoints_steps, scaffold=scaffold,
+            listeners=saving_listeners))
+        save_secs = save_steps = None
+      else:
+        save_secs, save_steps = (cfg.save_checkpoints_secs,
+                                 cfg.save_checkpoints_steps)
+      with tf1.train.MonitoredTrainingSession(
+          master=cfg.master, is_chief=cfg.is_chief,
+          checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=all_hooks,
+          chief_only_hooks=chief_hooks,
+          save_checkpoint_secs=save_secs, save_checkpoint_steps=save_steps,
+          save_summaries_steps=cfg.save_summary_steps,
+          config=cfg.session_config,
+          log_step_count_steps=cfg.log_step_count_steps) as sess:
+        while not sess.should_stop():
+          sess.run(spec.train_op)
+    return self
+
+  def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
+               name=None):
+    """Runs the metrics over `steps` batches (or the whole input); returns a
+    dict of metric values with 'loss' and 'global_step', and writes them as
+    summaries to model_dir/eval[_name]."""
+    checkpoint = self._checkpoint(checkpoint_path)
+    with tf.Graph().as_default():
+      spec, global_step = self._build(input_fn, ModeKeys.EVAL)
+      metrics = dict(spec.eval_metric_ops)
+      if 'loss' not in metrics:
+        metrics['loss'] = tf1.metrics.mean(spec.loss)
+      values = {k: v for k, (v, _) in metrics.items()}
+      update_op = tf.group(*[u for _, u in metrics.values()])
+      # The input usually ends with OutOfRangeError, which closes the
+      # session: the metric values are read by this hook at its end.
+      final = tf1.train.FinalOpsHook(dict(values, global_step=global_step))
+      all_hooks = (list(hooks or []) + list(spec.evaluation_hooks) +
+                   [_EvalStepHook(steps), final])
+      creator = tf1.train.ChiefSessionCreator(
+          scaffold=spec.scaffold, master=self._config.master,
+          config=self._config.session_config,
+          checkpoint_filename_with_path=checkpoint)
+      with tf1.train.MonitoredSession(creator, hooks=all_hooks) as sess:
+        while not sess.should_stop():
+          sess.run(update_op)
+      results = final.final_ops_values
+    self._write_eval_summaries(results, name)
+    return results
+
+  def _write_eval_summaries(self, results, name):
+    eval_dir = os.path.join(self._model_dir,
+                            'eval' if not name else 'eval_' + name)
+    summary = tf1.Summary()
+    for key, value in sorted(results.items()):
+      if key != 'global_step' and np.ndim(value) == 0:
+        summary.value.add(tag=key, simple_value=float(value))
+    writer = tf1.summary.FileWriterCache.get(eval_dir)
+    writer.add_summary(summary, int(results['global_step']))
+    writer.flush()
+
+  def predict(self, input_fn, predict_keys=None, hooks=None,
+              checkpoint_path=None, yield_single_examples=True):
+    """Yields predictions: dicts (or arrays) per example, in input order."""
+    checkpoint = self._checkpoint(checkpoint_path)
+    with tf.Graph().as_default():
+      spec, _ = self._build(input_fn, ModeKeys.PREDICT)
+      predictions = spec.predictions
+      if isinstance(predictions, dict) and predict_keys:
+        missing = sorted(set(predict_keys) - set(predictions))
+        if missing:
+          raise ValueError('predict_keys %s not in predictions (%s)' % (
+              missing, ', '.join(sorted(predictions))))
+        predictions = {k: predictions[k] for k in predict_keys}
+      creator = tf1.train.ChiefSessionCreator(
+          scaffold=spec.scaffold, master=self._config.master,
+          config=self._config.session_config,
+          checkpoint_filename_with_path=checkpoint)
+      with tf1.train.MonitoredSession(
+          creator, hooks=list(hooks or []) + list(spec.prediction_hooks)) as sess:
+        while not sess.should_stop():
+          batch = sess.run(predictions)
+          if not yield_single_examples:
+            yield batch
+          elif isinstance(batch, dict):
+            for i in range(len(next(iter(batch.values())))):
+              yield {k: v[i] for k, v in batch.items()}
+          else:
+            for row in batch:
+              yield row
+
+  def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+                         assets_extra=None, as_text=False,
+                         checkpoint_path=None):
+    """Writes a SavedModel to export_dir_base/<timestamp> and returns its path.
+
+    The model is written to a temporary directory and renamed into place, so
+    a failed export leaves nothing half-written.
+    """
+    checkpoint = self._checkpoint(checkpoint_path)
+    with tf.Graph().as_default() as graph:
+      receiver = serving_input_receiver_fn()
+      tf1.train.get_or_create_global_step()
+      spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
+      outputs = spec.export_outputs or {
+          'serving_default': export_output.PredictOutput(
+              spec.predictions if isinstance(spec.predictions, dict)
+              else {'output': spec.predictions})}
+      if 'serving_default' not in outputs:
+        outputs = dict(outputs, serving_default=next(iter(outputs.values())))
+      signatures = {key: out.as_signature_def(receiver.receiver_tensors)
+                    for key, out in outputs.items()}
+      os.makedirs(export_dir_base, exist_ok=True)
+      final_dir = os.path.join(export_dir_base, str(int(time.time())))
+      while os.path.exists(final_dir):
+        final_dir = os.path.join(export_dir_base,
+                                 str(int(os.path.basename(final_dir)) + 1))
+      temp_dir = os.path.join(export_dir_base,
+                              '.temp-' + os.path.basename(final_dir))
+      try:
+        with tf1.Session(graph=graph,
+                         config=self._config.session_config) as sess:
+          saver = spec.scaffold.saver or tf1.train.Saver(sharded=True)
+          saver.restore(sess, checkpoint)
+          builder = tf1.saved_model.Builder(temp_dir)
+          builder.add_meta_graph_and_variables(
+              sess, [tf1.saved_model.tag_constants.SERVING],
+              signature_def_map=signatures,
+              main_op=tf1.tables_initializer(), strip_default_attrs=True,
+              clear_devices=True)
+          builder.save(as_text)
+        for dest, source in (assets_extra or {}).items():
+          target = os.path.join(temp_dir, 'assets.extra', dest)
+          os.makedirs(os.path.dirname(target), exist_ok=True)
+          shutil.copyfile(source, target)
+        os.replace(temp_dir, final_dir)
+      finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    return final_dir
+
+
+def train_and_evaluate(estimator, train_spec, eval_spec):
+  """Alternates training and evaluation until train_spec.max_steps.
+
+  Locally, evaluation runs after every checkpoint interval (the RunConfig's
+  save_checkpoints_steps, or eval_spec.throttle_secs of training). A task of
+  type 'ps' serves its cluster; an 'evaluator' evaluates each new checkpoint.
+  Returns the last evaluation's metrics.
+  """
+  config = estimator.config
+  if config.task_type == 'ps':
+    tf1.train.Server(config.cluster_spec, job_name='ps',
+                     task_index=config.task_id).join()
+    return None
+  if config.task_type == 'evaluator':
+    result = None
+    for checkpoint in tf.train.checkpoints_iterator(
+        estimator.model_dir, timeout=eval_spec.throttle_secs):
+      result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
+                                  eval_spec.hooks, checkpoint, eval_spec.name)
+      if (train_spec.max_steps is not None and
+          result['global_step'] >= train_spec.max_steps):
+        break
+    return result
+  result = None
+  while True:
+    step = _global_step_of(estimator.latest_checkpoint())
+    if train_spec.max_steps is not None and step >= train_spec.max_steps:
+      break
+    if config.save_checkpoints_steps:
+      until = step + config.save_checkpoints_steps
+      if train_spec.max_steps is not None:
+        until = min(until, train_spec.max_steps)
+      estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
+                      max_steps=until)
+    else:
+      stop = _StopAfterSecondsHook(eval_spec.throttle_secs)
+      estimator.train(train_spec.input_fn,
+                      hooks=list(train_spec.hooks) + [stop],
+                      max_steps=train_spec.max_steps)
+    result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
+                                eval_spec.hooks, name=eval_spec.name)
+    if _global_step_of(estimator.latest_checkpoint()) == step:
+      break  # the input ran out: no more training possible
+  return result
+
+
+def _global_step_of(checkpoint):
+  return int(tf.train.load_variable(checkpoint, 'global_step')) if checkpoint else 0
+
+
+class _StopAfterSecondsHook(tf1.train.SessionRunHook):
+
+  def __init__(self, seconds):
+    self._seconds, self._start = seconds, None
+
+  def begin(self):
+    self._start = time.time()
+
+  def after_run(self, run_context, run_values):
+    if time.time() - self._start >= self._seconds:
+      run_context.request_stop()

@@ -1,0 +1,283 @@
+"""Runs an unchanged single-device `model_fn` on N devices.
+
+    estimator = Estimator(replicate_model_fn(model_fn, num_clones=2), model_dir)
+
+Each device ("tower") calls the model_fn on its slice of the batch, with the
+same variables (placed on the variables device). The towers' optimizer steps
+are gathered: whatever builds the train_op -- `optimizer.minimize`,
+tf-slim's `optimize_loss` or `create_train_op` -- ends in
+`Optimizer.apply_gradients`, which, while towers are built, records each
+tower's gradients and, in the last tower, applies their share-weighted sum
+once. So N towers take the step one device takes on the whole batch (see
+model_deploy for the exact semantics). Losses in the tf.compat.v1.losses
+collection are kept per tower, so a model_fn that calls `get_total_loss()`
+sees only its own tower's loss (plus the regularization losses, counted once
+by the weighting). Metric variables are shared by all towers, so eval metrics
+cover every tower's predictions; predictions are concatenated in input order.
+
+`TowerOptimizer(optimizer)` does the same gathering explicitly, for an
+optimizer class that overrides `apply_gradients` itself.
+"""
+import contextlib
+import threading
+
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+from deployment import estimator as est
+from deployment import model_deploy
+
+tf1 = tf.compat.v1
+_state = threading.local()
+
+
+class _GradientGatherer(object):
+  """Collects each tower's apply_gradients calls and applies them once."""
+
+  def __init__(self, num_towers, weights):
+    self.num_towers = num_towers
+    self.weights = weights
+    self.tower = 0
+    self.calls = [[] for _ in range(num_towers)]  # per tower: [grads_and_vars]
+
+  def apply(self, apply_fn, grads_and_vars, global_step, name):
+    grads_and_vars = [(g, v) for g, v in grads_and_vars]
+    weight = self.weights[self.tower]
+    with tf1.name_scope('tower_gradient_weight'):
+      weighted = [(None if g is None else _scale(g, weight), v)
+                  for g, v in grads_and_vars]
+    index = len(self.calls[self.tower])
+    self.calls[self.tower].append(weighted)
+    if self.tower < self.num_towers - 1:
+      return tf.no_op(name='deferred_apply_gradients')
+    parts = []
+    for tower, calls in enumerate(self.calls):
+      if len(calls) <= index:
+        raise ValueError(
+            'tower %d called apply_gradients %d time(s) but the last tower '
+            'called it %d; the model_fn must build the same train_op on every '
+            'device' % (tower, len(calls), index + 1))
+      parts.append(calls[index])
+    return apply_fn(model_deploy.combine_gradients(parts),
+                    global_step=global_step, name=name)
+
+
+def _scale(grad, weight):
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.IndexedSlices(grad.values * weight, grad.indices,
+                            grad.dense_shape)
+  return grad * weight
+
+
+_original_apply_gradients = tf1.train.Optimizer.apply_gradients
+
+
+def _gathering_apply_gradients(self, grads_and_vars, global_step=None,
+                               name=None):
+  gatherer = getattr(_state, 'gatherer', None)
+  apply_fn = lambda gv, **kw: _original_apply_gradients(self, gv, **kw)
+  if gatherer is None:
+    return apply_fn(grads_and_vars, global_step=global_step, name=name)
+  _state.gatherer = None  # an optimizer wrapping another applies only once
+  try:
+    return gatherer.apply(apply_fn, grads_and_vars, global_step, name)
+  finally:
+    _state.gatherer = gatherer
+
+
+class TowerOptimizer(tf1.train.Optimizer):
+  """Wraps an optimizer so its apply_gradients is gathered across towers.
+
+  Needed only when the optimizer's class overrides `apply_gradients`; plain
+  tf.compat.v1.train optimizers are gathered without it.
+  """
+
+  def __init__(self, optimizer):
+    super().__init__(use_locking=False, name='Tower' + optimizer.get_name())
+    self._optimizer = optimizer
+
+  def compute_gradients(self, *args, **kwargs):
+    return self._optimizer.compute_gradients(*args, **kwargs)
+
+  def get_slot(self, *args, **kwargs):
+    return self._optimizer.get_slot(*args, **kwargs)
+
+  def get_slot_names(self, *args, **kwargs):
+    return self._optimizer.get_slot_names(*args, **kwargs)
+
+  def variables(self):
+    return self._optimizer.variables()
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    gatherer = getattr(_state, 'gatherer', None)
+    inner = self._optimizer.apply_gradients
+    if gatherer is None:
+      return inner(grads_and_vars, global_step=global_step, name=name)
+    _state.gatherer = None
+    try:
+      return gatherer.apply(lambda gv, **kw: inner(gv, **kw), grads_and_vars,
+                            global_step, name)
+    finally:
+      _state.gatherer = gatherer
+
+
+@contextlib.contextmanager
+def _gathering(gatherer):
+  tf1.train.Optimizer.apply_gradients = _gathering_apply_gradients
+  _state.gatherer = gatherer
+  try:
+    yield
+  finally:
+    _state.gatherer = None
+    tf1.train.Optimizer.apply_gradients = _original_apply_gradients
+
+
+@contextlib.contextmanager
+def _own_losses_collection():
+  """The tower sees an empty LOSSES collection; its losses are added back."""
+  graph = tf1.get_default_graph()
+  collection = graph.get_collection_ref(tf1.GraphKeys.LOSSES)
+  before = list(collection)
+  del collection[:]
+  try:
+    yield
+  finally:
+    mine = list(collection)
+    collection[:] = before + mine
+
+
+@contextlib.contextmanager
+def _shared_metric_variables(store, tower):
+  """Tower 0 creates metric variables; later towers get the same ones, in
+  creation order, so every tower's update ops add into one set of totals."""
+  position = [0]
+
+  def creator(next_creator, **kwargs):
+    collections = kwargs.get('collections') or ()
+    if tf1.GraphKeys.METRIC_VARIABLES not in collections:
+      return next_creator(**kwargs)
+    if tower == 0:
+      variable = next_creator(**kwargs)
+      store.append(variable)
+      return variable
+    if position[0] >= len(store):
+      raise ValueError('tower %d creates more metric variables than tower 0; '
+                       'the model_fn must build the same metrics on every '
+                       'device' % tower)
+    variable = store[position[0]]
+    position[0] += 1
+    return variable
+
+  with tf1.variable_creator_scope(creator):
+    yield
+
+
+def _concat(tensors):
+  if tensors[0] is None:
+    return None
+  if tensors[0].shape.rank == 0:
+    return tensors[0]
+  return tf.concat(tensors, axis=0)
+
+
+def _concat_nest(structures):
+  return tf.nest.map_structure(lambda *ts: _concat(list(ts)), *structures)
+
+
+def _concat_export_outputs(outputs_per_tower):
+  if not outputs_per_tower[0]:
+    return None
+  combined = {}
+  for key, first in outputs_per_tower[0].items():
+    towers = [outputs[key] for outputs in outputs_per_tower]
+    if isinstance(first, est.export.PredictOutput):
+      combined[key] = est.export.PredictOutput(
+          _concat_nest([t.outputs for t in towers]))
+    elif isinstance(first, est.export.ClassificationOutput):
+      combined[key] = est.export.ClassificationOutput(
+          scores=_concat([t.scores for t in towers]),
+          classes=_concat([t.classes for t in towers]))
+    elif isinstance(first, est.export.RegressionOutput):
+      combined[key] = est.export.RegressionOutput(
+          _concat([t.value for t in towers]))
+    else:
+      raise TypeError('cannot combine export output %r across towers' % first)
+  return combined
+
+
+def replicate_model_fn(model_fn, devices=None, num_clones=None,
+                       clone_on_cpu=None, variables_device=None):
+  """Returns a model_fn that runs `model_fn` on several devices.
+
+  Args:
+    model_fn: an Estimator model_fn written for one device.
+    devices: clone devices, e.g. ['/device:GPU:0', '/device:GPU:1'].
+    num_clones: instead of devices: that many GPUs (or CPU devices with
+      clone_on_cpu); default: every GPU, or one device.
+    variables_device: where variables live (default: CPU for several
+      devices, the device itself for one).
+  """
+  if devices is None:
+    if num_clones is None:
+      num_clones = max(len(tf.config.list_physical_devices('GPU')), 1)
+    deployment = model_deploy.DeploymentConfig(
+        num_clones=num_clones, clone_on_cpu=bool(clone_on_cpu))
+  else:
+    deployment = model_deploy.DeploymentConfig(devices=devices)
+  if variables_device is not None:
+    deployment.variables_device = lambda: variables_device
+
+  def replicated_model_fn(features, labels, mode, params=None, config=None):
+    return _replicated_call(model_fn, deployment, features, labels, mode,
+                            params, config)
+
+  replicated_model_fn.deployment_config = deployment
+  return replicated_model_fn
+
+
+def _replicated_call(model_fn, config, features, labels, mode, params,
+                     run_config):
+  n = config.num_clones
+  with tf.device(config.inputs_device()):
+    pieces, weights = model_deploy.split_batch(
+        (features, labels), n, require_full_clones=mode != est.ModeKeys.PREDICT)
+  gatherer = _GradientGatherer(n, weights)
+  metric_store, specs = [], []
+  with _gathering(gatherer):
+    for i in range(n):
+      gatherer.tower = i
+      with model_deploy.clone_scope(config, i), _own_losses_collection(), \
+          _shared_metric_variables(metric_store, i):
+        tower_features, tower_labels = pieces[i]
+        specs.append(est._call_with_supported_args(  # pylint: disable=protected-access
+            model_fn, dict(features=tower_features, labels=tower_labels,
+                           mode=mode, params=params, config=run_config)))
+  first = specs[0]
+  loss = None
+  if first.loss is not None:
+    with tf1.name_scope('replicated_loss'):
+      loss = tf.add_n([s.loss * w for s, w in zip(specs, weights)])
+    if n > 1:
+      for i, spec in enumerate(specs):
+        tf1.summary.scalar('clone_%d/loss' % i, spec.loss)
+  train_op = None
+  if mode == est.ModeKeys.TRAIN:
+    update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+    train_op = tf.group(*([s.train_op for s in specs] + update_ops),
+                        name='replicated_train_op')
+  eval_metric_ops = {}
+  for key, (value, _) in first.eval_metric_ops.items():
+    eval_metric_ops[key] = (value, tf.group(
+        *[s.eval_metric_ops[key][1] for s in specs]))
+  predictions = (_concat_nest([s.predictions for s in specs])
+                 if first.predictions is not None else None)
+  hooks = lambda field: [h for s in specs for h in getattr(s, field)]
+  return est.EstimatorSpec(
+      mode=mode, predictions=predictions, loss=loss, train_op=train_op,
+      eval_metric_ops=eval_metric_ops,
+      export_outputs=_concat_export_outputs([s.export_outputs for s in specs]),
+      training_chief_hooks=first.training_chief_hooks,
+      training_hooks=hooks('training_hooks'),
+      scaffold=first.scaffold,
+      evaluation_hooks=first.evaluation_hooks,
+      prediction_hooks=first.prediction_hooks)

@@ -1,0 +1,75 @@
+r"""Converts a dataset to sharded TFRecords that datasets.dataset_factory reads.
+
+Offline by default: sources are taken from --source_dir (default --dataset_dir);
+--download fetches missing archives from their original URLs.
+
+  # bundled with scikit-learn, needs nothing:
+  python download_and_convert_data.py --dataset_name=digits --dataset_dir=/tmp/digits
+  # mnist idx .gz files, cifar-10-python.tar.gz, flower_photos.tgz:
+  python download_and_convert_data.py --dataset_name=flowers --dataset_dir=/tmp/flowers \
+      --source_dir=~/Downloads [--download]
+  # ImageNet train/ and validation/ folders of synset sub-folders:
+  python download_and_convert_data.py --dataset_name=imagenet --dataset_dir=/data/imagenet \
+      --source_dir=/data/ILSVRC2012
+  # your own images, one sub-folder per class:
+  python download_and_convert_data.py --dataset_name=image_folder --dataset_dir=/tmp/pets \
+      --source_dir=~/pets --validation_fraction=0.1
+
+Rerunning after an interruption keeps the shards already written.
+"""
+import sys
+
+from absl import app
+from absl import flags
+
+import tf_compat  # noqa: F401
+from datasets import converters
+from datasets import dataset_utils
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the script's flags (in `flag_values`, so tests can use their own)."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string('dataset_name', None,
+                      'One of: %s.' % ', '.join(sorted(converters.SOURCES)), **fv)
+  flags.DEFINE_string('dataset_dir', None, 'Where the TFRecords, labels.txt and '
+                      'splits.json are written.', **fv)
+  flags.DEFINE_string('source_dir', None, 'Where the source files are; default '
+                      '--dataset_dir.', **fv)
+  flags.DEFINE_boolean('download', False, 'Download missing source archives from '
+                       'their original URLs.', **fv)
+  flags.DEFINE_integer('num_shards', None, 'Shards per split; default: per dataset.',
+                       **fv)
+  flags.DEFINE_float('validation_fraction', 0.1, 'image_folder: the fraction of '
+                     'each class held out for the validation split.', **fv)
+  flags.DEFINE_integer('seed', 0, 'Seed of the shuffles and splits.', **fv)
+  flags.DEFINE_integer('num_threads', None, 'Shards written in parallel; default '
+                       'min(4, CPUs).', **fv)
+  flags.mark_flags_as_required(['dataset_name', 'dataset_dir'], **fv)
+
+
+def run(flag_values):
+  """Converts as `flag_values` say; returns the exit code (errors in one line)."""
+  f = flag_values
+  try:
+    sizes = converters.convert(
+        f.dataset_name, f.dataset_dir, source_dir=f.source_dir, download=f.download,
+        num_shards=f.num_shards, validation_fraction=f.validation_fraction,
+        seed=f.seed, num_threads=f.num_threads)
+  except dataset_utils.ConversionError as e:
+    print('error: %s' % e, file=sys.stderr)
+    return 1
+  print('converted %s into %s: %s' % (
+      f.dataset_name, f.dataset_dir,
+      ', '.join('%s %d' % item for item in sorted(sizes.items()))))
+  return 0
+
+
+def main(argv):
+  del argv
+  return run(flags.FLAGS)
+
+
+if __name__ == '__main__':
+  define_flags()
+  app.run(main)

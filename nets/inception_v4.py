@@ -1,0 +1,297 @@
+"""Inception-v4, the TF-Slim graph of the published checkpoint.
+
+Szegedy, Ioffe, Vanhoucke, Alemi: "Inception-v4, Inception-ResNet and the Impact
+of Residual Connections on Learning", http://arxiv.org/abs/1602.07261.
+
+A stem (Conv2d_1a..Mixed_5a), then 4 Inception-A blocks (Mixed_5b-e) at 35x35,
+Reduction-A (Mixed_6a), 7 Inception-B blocks (Mixed_6b-h) at 17x17, Reduction-B
+(Mixed_7a) and 3 Inception-C blocks (Mixed_7b-d) at 8x8. The auxiliary head
+reads Mixed_6h.
+"""
+import tensorflow as tf
+import tf_slim as slim
+
+import tf_compat  # noqa: F401
+from nets import inception_utils
+from nets.registry import register_network
+
+tf1 = tf.compat.v1
+
+
+def _concat(branches):
+  return tf.concat(axis=3, values=branches)
+
+
+def block_inception_a(inputs, scope=None, reuse=None):
+  """Inception-A (35x35): 1x1, 1x1-3x3, 1x1-3x3-3x3 and avg-pool-1x1 towers."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, 'BlockInceptionA', [inputs], reuse=reuse):
+      with tf1.variable_scope('Branch_0'):
+        branch_0 = slim.conv2d(inputs, 96, [1, 1], scope='Conv2d_0a_1x1')
+      with tf1.variable_scope('Branch_1'):
+        branch_1 = slim.conv2d(inputs, 64, [1, 1], scope='Conv2d_0a_1x1')
+        branch_1 = slim.conv2d(branch_1, 96, [3, 3], scope='Conv2d_0b_3x3')
+      with tf1.variable_scope('Branch_2'):
+        branch_2 = slim.conv2d(inputs, 64, [1, 1], scope='Conv2d_0a_1x1')
+        branch_2 = slim.conv2d(branch_2, 96, [3, 3], scope='Conv2d_0b_3x3')
+        branch_2 = slim.conv2d(branch_2, 96, [3, 3], scope='Conv2d_0c_3x3')
+      with tf1.variable_scope('Branch_3'):
+        branch_3 = slim.avg_pool2d(inputs, [3, 3], scope='AvgPool_0a_3x3')
+        branch_3 = slim.conv2d(branch_3, 96, [1, 1], scope='Conv2d_0b_1x1')
+      return _concat([branch_0, branch_1, branch_2, branch_3])
+
+
+def block_reduction_a(inputs, scope=None, reuse=None):
+  """Reduction-A (35x35 -> 17x17): strided 3x3, 1x1-3x3-strided 3x3, max-pool."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, 'BlockReductionA', [inputs], reuse=reuse):
+      with tf1.variable_scope('Branch_0'):
+        branch_0 = slim.conv2d(inputs, 384, [3, 3], stride=2, padding='VALID',
+                               scope='Conv2d_1a_3x3')
+      with tf1.variable_scope('Branch_1'):
+        branch_1 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
+        branch_1 = slim.conv2d(branch_1, 224, [3, 3], scope='Conv2d_0b_3x3')
+        branch_1 = slim.conv2d(branch_1, 256, [3, 3], stride=2,
+                               padding='VALID', scope='Conv2d_1a_3x3')
+      with tf1.variable_scope('Branch_2'):
+        branch_2 = slim.max_pool2d(inputs, [3, 3], stride=2, padding='VALID',
+                                   scope='MaxPool_1a_3x3')
+      return _concat([branch_0, branch_1, branch_2])
+
+
+def block_inception_b(inputs, scope=None, reuse=None):
+  """Inception-B (17x17): factorised 7x7 towers (1x7 / 7x1 pairs)."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, 'BlockInceptionB', [inputs], reuse=reuse):
+      with tf1.variable_scope('Branch_0'):
+        branch_0 = slim.conv2d(inputs, 384, [1, 1], scope='Conv2d_0a_1x1')
+      with tf1.variable_scope('Branch_1'):
+        branch_1 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
+        branch_1 = slim.conv2d(branch_1, 224, [1, 7], scope='Conv2d_0b_1x7')
+        branch_1 = slim.conv2d(branch_1, 256, [7, 1], scope='Conv2d_0c_7x1')
+      with tf1.variable_scope('Branch_2'):
+        branch_2 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
+        branch_2 = slim.conv2d(branch_2, 192, [7, 1], scope='Conv2d_0b_7x1')
+        branch_2 = slim.conv2d(branch_2, 224, [1, 7], scope='Conv2d_0c_1x7')
+        branch_2 = slim.conv2d(branch_2, 224, [7, 1], scope='Conv2d_0d_7x1')
+        branch_2 = slim.conv2d(branch_2, 256, [1, 7], scope='Conv2d_0e_1x7')
+      with tf1.variable_scope('Branch_3'):
+        branch_3 = slim.avg_pool2d(inputs, [3, 3], scope='AvgPool_0a_3x3')
+        branch_3 = slim.conv2d(branch_3, 128, [1, 1], scope='Conv2d_0b_1x1')
+      return _concat([branch_0, branch_1, branch_2, branch_3])
+
+
+def block_reduction_b(inputs, scope=None, reuse=None):
+  """Reduction-B (17x17 -> 8x8): two strided conv towers and a max-pool."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, 'BlockReductionB', [inputs], reuse=reuse):
+      with tf1.variable_scope('Branch_0'):
+        branch_0 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
+        branch_0 = slim.conv2d(branch_0, 192, [3, 3], stride=2,
+                               padding='VALID', scope='Conv2d_1a_3x3')
+      with tf1.variable_scope('Branch_1'):
+        branch_1 = slim.conv2d(inputs, 256, [1, 1], scope='Conv2d_0a_1x1')
+        branch_1 = slim.conv2d(branch_1, 256, [1, 7], scope='Conv2d_0b_1x7')
+        branch_1 = slim.conv2d(branch_1, 320, [7, 1], scope='Conv2d_0c_7x1')
+        branch_1 = slim.conv2d(branch_1, 320, [3, 3], stride=2,
+                               padding='VALID', scope='Conv2d_1a_3x3')
+      with tf1.variable_scope('Branch_2'):
+        branch_2 = slim.max_pool2d(inputs, [3, 3], stride=2, padding='VALID',
+                                   scope='MaxPool_1a_3x3')
+      return _concat([branch_0, branch_1, branch_2])
+
+
+def block_inception_c(inputs, scope=None, reuse=None):
+  """Inception-C (8x8): towers that end in parallel 1x3 and 3x1 convs."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, 'BlockInceptionC', [inputs], reuse=reuse):
+      with tf1.variable_scope('Branch_0'):
+        branch_0 = slim.conv2d(inputs, 256, [1, 1], scope='Conv2d_0a_1x1')
+      with tf1.variable_scope('Branch_1'):
+        branch_1 = slim.conv2d(inputs, 384, [1, 1], scope='Conv2d_0a_1x1')
+        branch_1 = _concat([
+            slim.conv2d(branch_1, 256, [1, 3], scope='Conv2d_0b_1x3'),
+            slim.conv2d(branch_1, 256, [3, 1], scope='Conv2d_0c_3x1')])
+      with tf1.variable_scope('Branch_2'):
+        branch_2 = slim.conv2d(inputs, 384, [1, 1], scope='Conv2d_0a_1x1')
+        branch_2 = slim.conv2d(branch_2, 448, [3, 1], scope='Conv2d_0b_3x1')
+        branch_2 = slim.conv2d(branch_2, 512, [1, 3], scope='Conv2d_0c_1x3')
+        branch_2 = _concat([
+            slim.conv2d(branch_2, 256, [1, 3], scope='Conv2d_0d_1x3'),
+            slim.conv2d(branch_2, 256, [3, 1], scope='Conv2d_0e_3x1')])
+      with tf1.variable_scope('Branch_3'):
+        branch_3 = slim.avg_pool2d(inputs, [3, 3], scope='AvgPool_0a_3x3')
+        branch_3 = slim.conv2d(branch_3, 256, [1, 1], scope='Conv2d_0b_1x1')
+      return _concat([branch_0, branch_1, branch_2, branch_3])
+
+
+def _mixed_3a(net):
+  with tf1.variable_scope('Branch_0'):
+    branch_0 = slim.max_pool2d(net, [3, 3], stride=2, padding='VALID',
+                               scope='MaxPool_0a_3x3')
+  with tf1.variable_scope('Branch_1'):
+    branch_1 = slim.conv2d(net, 96, [3, 3], stride=2, padding='VALID',
+                           scope='Conv2d_0a_3x3')
+  return _concat([branch_0, branch_1])
+
+
+def _mixed_4a(net):
+  with tf1.variable_scope('Branch_0'):
+    branch_0 = slim.conv2d(net, 64, [1, 1], scope='Conv2d_0a_1x1')
+    branch_0 = slim.conv2d(branch_0, 96, [3, 3], padding='VALID',
+                           scope='Conv2d_1a_3x3')
+  with tf1.variable_scope('Branch_1'):
+    branch_1 = slim.conv2d(net, 64, [1, 1], scope='Conv2d_0a_1x1')
+    branch_1 = slim.conv2d(branch_1, 64, [1, 7], scope='Conv2d_0b_1x7')
+    branch_1 = slim.conv2d(branch_1, 64, [7, 1], scope='Conv2d_0c_7x1')
+    branch_1 = slim.conv2d(branch_1, 96, [3, 3], padding='VALID',
+                           scope='Conv2d_1a_3x3')
+  return _concat([branch_0, branch_1])
+
+
+def _mixed_5a(net):
+  with tf1.variable_scope('Branch_0'):
+    branch_0 = slim.conv2d(net, 192, [3, 3], stride=2, padding='VALID',
+                           scope='Conv2d_1a_3x3')
+  with tf1.variable_scope('Branch_1'):
+    branch_1 = slim.max_pool2d(net, [3, 3], stride=2, padding='VALID',
+                               scope='MaxPool_1a_3x3')
+  return _concat([branch_0, branch_1])
+
+
+def _stages():
+  """(end point, fn(net, scope) -> net) in graph order, stem first."""
+  def scoped(fn):
+    def build(net, scope):
+      with tf1.variable_scope(scope):
+        return fn(net)
+    return build
+
+  stages = [
+      ('Conv2d_1a_3x3', lambda net, scope: slim.conv2d(
+          net, 32, [3, 3], stride=2, padding='VALID', scope=scope)),
+      ('Conv2d_2a_3x3', lambda net, scope: slim.conv2d(
+          net, 32, [3, 3], padding='VALID', scope=scope)),
+      ('Conv2d_2b_3x3', lambda net, scope: slim.conv2d(
+          net, 64, [3, 3], scope=scope)),
+      ('Mixed_3a', scoped(_mixed_3a)),
+      ('Mixed_4a', scoped(_mixed_4a)),
+      ('Mixed_5a', scoped(_mixed_5a)),
+  ]
+  stages += [('Mixed_5' + c, block_inception_a) for c in 'bcde']
+  stages += [('Mixed_6a', block_reduction_a)]
+  stages += [('Mixed_6' + c, block_inception_b) for c in 'bcdefgh']
+  stages += [('Mixed_7a', block_reduction_b)]
+  stages += [('Mixed_7' + c, block_inception_c) for c in 'bcd']
+  return stages
+
+
+def inception_v4_base(inputs, final_endpoint='Mixed_7d', scope=None):
+  """Builds Inception-v4 from `inputs` up to `final_endpoint` (inclusive).
+
+  Args:
+    inputs: [batch, height, width, channels] float tensor.
+    final_endpoint: one of 'Conv2d_1a_3x3', 'Conv2d_2a_3x3', 'Conv2d_2b_3x3',
+      'Mixed_3a', 'Mixed_4a', 'Mixed_5a', 'Mixed_5b'..'Mixed_5e', 'Mixed_6a',
+      'Mixed_6b'..'Mixed_6h', 'Mixed_7a', 'Mixed_7b'..'Mixed_7d'.
+    scope: optional variable scope (default 'InceptionV4').
+
+  Returns:
+    (net, end_points): the tensor at `final_endpoint` and an ordered dict of
+    every end point built.
+
+  Raises:
+    ValueError: if `final_endpoint` is not one of the above.
+  """
+  stages = _stages()
+  if final_endpoint not in [name for name, _ in stages]:
+    raise ValueError('unknown final_endpoint %r (known: %s)' % (
+        final_endpoint, ', '.join(name for name, _ in stages)))
+  end_points = {}
+  with tf1.variable_scope(scope, 'InceptionV4', [inputs]):
+    with slim.arg_scope([slim.conv2d, slim.max_pool2d, slim.avg_pool2d],
+                        stride=1, padding='SAME'):
+      net = inputs
+      for name, build in stages:
+        net = build(net, name)
+        end_points[name] = net
+        if name == final_endpoint:
+          return net, end_points
+
+
+def _aux_logits(net, num_classes):
+  """Auxiliary classifier on the 17x17 features (Mixed_6h)."""
+  with tf1.variable_scope('AuxLogits'):
+    net = slim.avg_pool2d(net, [5, 5], stride=3, padding='VALID',
+                          scope='AvgPool_1a_5x5')
+    net = slim.conv2d(net, 128, [1, 1], scope='Conv2d_1b_1x1')
+    # A "5x5" conv that covers whatever spatial extent is left (5x5 at 299).
+    net = slim.conv2d(net, 768, net.get_shape()[1:3], padding='VALID',
+                      scope='Conv2d_2a')
+    net = slim.flatten(net)
+    return slim.fully_connected(net, num_classes, activation_fn=None,
+                                scope='Aux_logits')
+
+
+def inception_v4(inputs, num_classes=1001, is_training=True,
+                 dropout_keep_prob=0.8, reuse=None, scope='InceptionV4',
+                 create_aux_logits=True):
+  """Inception-v4 classifier.
+
+  Args:
+    inputs: [batch, height, width, channels] float tensor.
+    num_classes: number of classes; 0 or None omits the classifier (and the
+      auxiliary head) and returns the pooled features, before dropout.
+    is_training: batch norm and dropout in training mode.
+    dropout_keep_prob: keep probability of the dropout before the logits.
+    reuse: reuse the variables of `scope`.
+    scope: variable scope.
+    create_aux_logits: build the auxiliary head (end point 'AuxLogits'); the
+      published checkpoint holds its variables, so it is on by default.
+
+  Returns:
+    (logits [batch, num_classes] or pooled features [batch, 1, 1, 1536],
+    end_points).
+  """
+  with tf1.variable_scope(scope, 'InceptionV4', [inputs], reuse=reuse) as scope:
+    with slim.arg_scope([slim.batch_norm, slim.dropout],
+                        is_training=is_training):
+      net, end_points = inception_v4_base(inputs, scope=scope)
+      with slim.arg_scope([slim.conv2d, slim.max_pool2d, slim.avg_pool2d],
+                          stride=1, padding='SAME'):
+        if create_aux_logits and num_classes:
+          end_points['AuxLogits'] = _aux_logits(end_points['Mixed_6h'],
+                                                num_classes)
+        with tf1.variable_scope('Logits'):
+          kernel_size = net.get_shape()[1:3]
+          if kernel_size.is_fully_defined():
+            net = slim.avg_pool2d(net, kernel_size, padding='VALID',
+                                  scope='AvgPool_1a')
+          else:  # unknown input size: same average, computed at run time
+            net = tf.reduce_mean(net, [1, 2], keepdims=True,
+                                 name='global_pool')
+          end_points['global_pool'] = net
+          if not num_classes:
+            return net, end_points
+          net = slim.dropout(net, dropout_keep_prob, scope='Dropout_1b')
+          net = slim.flatten(net, scope='PreLogitsFlatten')
+          end_points['PreLogitsFlatten'] = net
+          logits = slim.fully_connected(net, num_classes, activation_fn=None,
+                                        scope='Logits')
+          end_points['Logits'] = logits
+          end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+  return logits, end_points
+
+
+inception_v4.default_image_size = 299
+inception_v4_arg_scope = inception_utils.inception_arg_scope
+
+register_network('inception_v4', inception_v4, inception_v4_arg_scope,
+                 default_image_size=299, num_classes=1001,
+                 preprocessing_name='inception',
+                 logits_scopes=('InceptionV4/Logits', 'InceptionV4/AuxLogits'))

@@ -1,0 +1,298 @@
+"""MobileNet v1 (Howard et al., 2017, https://arxiv.org/abs/1704.04861).
+
+A 3x3 stride-2 convolution followed by 13 depthwise-separable blocks (3x3
+depthwise convolution, then 1x1 pointwise convolution), each followed by batch
+norm and ReLU6. `depth_multiplier` thins every layer; the published variants
+are 1.0, 0.75, 0.5 and 0.25, all trained at 224x224 on 1001 classes.
+
+Scope and end-point names follow TF-Slim's published checkpoints:
+MobilenetV1/Conv2d_0, MobilenetV1/Conv2d_<i>_{depthwise,pointwise},
+MobilenetV1/Logits/Conv2d_1c_1x1.
+"""
+import collections
+import functools
+
+import tensorflow as tf
+import tf_slim as slim
+
+import tf_compat  # noqa: F401
+from nets.registry import register_network
+
+tf1 = tf.compat.v1
+
+# A full 3x3 convolution, and a depthwise 3x3 convolution followed by a 1x1
+# pointwise one. `depth` is the number of output channels before thinning.
+Conv = collections.namedtuple('Conv', ['kernel', 'stride', 'depth'])
+DepthSepConv = collections.namedtuple('DepthSepConv', ['kernel', 'stride', 'depth'])
+
+MOBILENETV1_CONV_DEFS = [
+    Conv(kernel=[3, 3], stride=2, depth=32),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=64),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=128),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=128),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=256),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=256),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=1024),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=1024),
+]
+
+
+def _fixed_padding(inputs, kernel_size, rate=1):
+  """Pads H and W as 'SAME' would for stride 1, independently of the input size.
+
+  With explicit padding followed by a 'VALID' convolution, the padding no longer
+  depends on whether the input size is even, which keeps strided layers aligned
+  across resolutions (useful for dense prediction and quantized export).
+  """
+  padding = []
+  for size in kernel_size[:2]:
+    total = size + (size - 1) * (rate - 1) - 1  # effective (dilated) kernel - 1
+    padding.append([total // 2, total - total // 2])
+  return tf.pad(inputs, [[0, 0]] + padding + [[0, 0]])
+
+
+def mobilenet_v1_base(inputs,
+                      final_endpoint='Conv2d_13_pointwise',
+                      min_depth=8,
+                      depth_multiplier=1.0,
+                      conv_defs=None,
+                      output_stride=None,
+                      use_explicit_padding=False,
+                      scope=None):
+  """Builds MobileNet v1 from `inputs` up to `final_endpoint`.
+
+  Args:
+    inputs: [batch, height, width, channels] tensor.
+    final_endpoint: the last end point to build: 'Conv2d_0' or
+      'Conv2d_<i>_depthwise' / 'Conv2d_<i>_pointwise' for i in 1..13.
+    min_depth: lower bound on every layer's depth once thinned.
+    depth_multiplier: multiplies every layer's depth; must be > 0.
+    conv_defs: list of Conv / DepthSepConv; MOBILENETV1_CONV_DEFS if None.
+    output_stride: 8, 16 or 32 to cap the input/output resolution ratio by
+      switching later layers to atrous convolution; None for no cap.
+    use_explicit_padding: pad explicitly and convolve with 'VALID' instead of
+      using 'SAME' padding.
+    scope: optional variable scope.
+
+  Returns:
+    (net, end_points): the tensor at `final_endpoint` and an ordered dict of
+    every end point built.
+
+  Raises:
+    ValueError: for an unknown `final_endpoint` or conv def type, a
+      `depth_multiplier` <= 0, or an `output_stride` not in (8, 16, 32).
+  """
+  if depth_multiplier <= 0:
+    raise ValueError('depth_multiplier must be greater than zero, got %r'
+                     % depth_multiplier)
+  if output_stride is not None and output_stride not in (8, 16, 32):
+    raise ValueError('output_stride must be 8, 16, 32 or None, got %r'
+                     % output_stride)
+  if conv_defs is None:
+    conv_defs = MOBILENETV1_CONV_DEFS
+
+  def depth(d):
+    return max(int(d * depth_multiplier), min_depth)
+
+  end_points = collections.OrderedDict()
+  padding = 'VALID' if use_explicit_padding else 'SAME'
+  with tf1.variable_scope(scope, 'MobilenetV1', [inputs]):
+    with slim.arg_scope([slim.conv2d, slim.separable_conv2d], padding=padding):
+      # Once the running stride reaches output_stride, later layers keep the
+      # resolution (stride 1) and dilate instead, so the receptive field grows
+      # as it would have with the stride.
+      current_stride = 1
+      rate = 1
+      net = inputs
+      for i, conv_def in enumerate(conv_defs):
+        if output_stride is not None and current_stride == output_stride:
+          layer_stride, layer_rate = 1, rate
+          rate *= conv_def.stride
+        else:
+          layer_stride, layer_rate = conv_def.stride, 1
+          current_stride *= conv_def.stride
+
+        if use_explicit_padding:
+          net = _fixed_padding(net, conv_def.kernel, layer_rate)
+
+        if isinstance(conv_def, Conv):
+          layers = [('Conv2d_%d' % i, functools.partial(
+              slim.conv2d, num_outputs=depth(conv_def.depth),
+              kernel_size=conv_def.kernel, stride=layer_stride,
+              rate=layer_rate))]
+        elif isinstance(conv_def, DepthSepConv):
+          layers = [
+              # num_outputs=None: separable_conv2d builds the depthwise part only.
+              ('Conv2d_%d_depthwise' % i, functools.partial(
+                  slim.separable_conv2d, num_outputs=None,
+                  kernel_size=conv_def.kernel, depth_multiplier=1,
+                  stride=layer_stride, rate=layer_rate)),
+              ('Conv2d_%d_pointwise' % i, functools.partial(
+                  slim.conv2d, num_outputs=depth(conv_def.depth),
+                  kernel_size=[1, 1], stride=1)),
+          ]
+        else:
+          raise ValueError('conv_defs[%d] is a %s; expected Conv or DepthSepConv'
+                           % (i, type(conv_def).__name__))
+
+        for end_point, layer in layers:
+          net = layer(net, scope=end_point)
+          end_points[end_point] = net
+          if end_point == final_endpoint:
+            return net, end_points
+  raise ValueError('unknown final_endpoint %r (known: Conv2d_0, '
+                   'Conv2d_<i>_depthwise, Conv2d_<i>_pointwise for i in 1..%d)'
+                   % (final_endpoint, len(conv_defs) - 1))
+
+
+def _reduced_kernel_size_for_small_input(input_tensor, kernel_size):
+  """Shrinks the pooling kernel to the feature map when the input is small.
+
+  At 224x224 the final map is 7x7; smaller inputs give a smaller map, and a 7x7
+  'VALID' pool would not fit. Unknown spatial sizes keep `kernel_size`.
+  """
+  shape = input_tensor.shape.as_list()
+  if shape[1] is None or shape[2] is None:
+    return kernel_size
+  return [min(shape[1], kernel_size[0]), min(shape[2], kernel_size[1])]
+
+
+def mobilenet_v1(inputs,
+                 num_classes=1000,
+                 dropout_keep_prob=0.999,
+                 is_training=True,
+                 min_depth=8,
+                 depth_multiplier=1.0,
+                 conv_defs=None,
+                 prediction_fn=slim.softmax,
+                 spatial_squeeze=True,
+                 reuse=None,
+                 scope='MobilenetV1',
+                 global_pool=False):
+  """MobileNet v1 classifier.
+
+  Args:
+    inputs: [batch, height, width, channels] tensor.
+    num_classes: number of classes; 0 or None returns the pooled pre-logits
+      features ([batch, 1, 1, depth]) instead of logits.
+    dropout_keep_prob: fraction of activations kept before the classifier.
+    is_training: training mode for batch norm and dropout.
+    min_depth, depth_multiplier, conv_defs: see `mobilenet_v1_base`.
+    prediction_fn: maps logits to end_points['Predictions'].
+    spatial_squeeze: squeeze logits to [batch, num_classes].
+    reuse: whether to reuse the variables of `scope`.
+    scope: variable scope.
+    global_pool: average over the whole feature map instead of a (at most) 7x7
+      'VALID' pool; differs from the default only on inputs larger than 224.
+
+  Returns:
+    (logits, end_points).
+
+  Raises:
+    ValueError: if `inputs` is not rank 4.
+  """
+  if inputs.shape.ndims != 4:
+    raise ValueError('inputs must be [batch, height, width, channels], got '
+                     'shape %s' % inputs.shape)
+
+  with tf1.variable_scope(scope, 'MobilenetV1', [inputs], reuse=reuse) as scope:
+    # Inner to the arg_scope of mobilenet_v1_arg_scope, so this is_training
+    # overrides the one set there.
+    with slim.arg_scope([slim.batch_norm, slim.dropout], is_training=is_training):
+      net, end_points = mobilenet_v1_base(inputs, scope=scope,
+                                          min_depth=min_depth,
+                                          depth_multiplier=depth_multiplier,
+                                          conv_defs=conv_defs)
+      with tf1.variable_scope('Logits'):
+        if global_pool:
+          net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
+          end_points['global_pool'] = net
+        else:
+          kernel_size = _reduced_kernel_size_for_small_input(net, [7, 7])
+          net = slim.avg_pool2d(net, kernel_size, padding='VALID',
+                                scope='AvgPool_1a')
+          end_points['AvgPool_1a'] = net
+        if not num_classes:
+          return net, end_points
+        net = slim.dropout(net, keep_prob=dropout_keep_prob, scope='Dropout_1b')
+        logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
+                             normalizer_fn=None, scope='Conv2d_1c_1x1')
+        if spatial_squeeze:
+          logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+      end_points['Logits'] = logits
+      if prediction_fn:
+        end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
+  return logits, end_points
+
+
+mobilenet_v1.default_image_size = 224
+
+
+def _with_depth_multiplier(name, depth_multiplier):
+  """mobilenet_v1 thinned by `depth_multiplier`, named and documented."""
+  fn = functools.partial(mobilenet_v1, depth_multiplier=depth_multiplier)
+  fn.__name__ = name
+  fn.__doc__ = mobilenet_v1.__doc__
+  fn.default_image_size = mobilenet_v1.default_image_size
+  return fn
+
+
+mobilenet_v1_075 = _with_depth_multiplier('mobilenet_v1_075', 0.75)
+mobilenet_v1_050 = _with_depth_multiplier('mobilenet_v1_050', 0.50)
+mobilenet_v1_025 = _with_depth_multiplier('mobilenet_v1_025', 0.25)
+
+
+def mobilenet_v1_arg_scope(is_training=True,
+                           weight_decay=0.00004,
+                           stddev=0.09,
+                           regularize_depthwise=False,
+                           batch_norm_decay=0.9997,
+                           batch_norm_epsilon=0.001,
+                           batch_norm_updates_collections=tf1.GraphKeys.UPDATE_OPS,
+                           normalizer_fn=slim.batch_norm):
+  """Convolutions: truncated-normal init, batch norm (with gamma), then ReLU6.
+
+  Only the regular convolutions are L2-regularized unless
+  `regularize_depthwise`: depthwise kernels have few weights each, and decaying
+  them hurts accuracy. `is_training` sets batch norm's default mode; None leaves
+  it unset. mobilenet_v1 sets it again from its own `is_training` in an inner
+  scope, so the network's argument is the one that applies.
+  """
+  batch_norm_params = {
+      'center': True,
+      'scale': True,
+      'decay': batch_norm_decay,
+      'epsilon': batch_norm_epsilon,
+      'updates_collections': batch_norm_updates_collections,
+  }
+  if is_training is not None:
+    batch_norm_params['is_training'] = is_training
+  regularizer = slim.l2_regularizer(weight_decay)
+  depthwise_regularizer = regularizer if regularize_depthwise else None
+  with slim.arg_scope([slim.conv2d, slim.separable_conv2d],
+                      weights_initializer=tf1.truncated_normal_initializer(
+                          stddev=stddev),
+                      activation_fn=tf.nn.relu6,
+                      normalizer_fn=normalizer_fn):
+    # batch_norm's own arg_scope (not normalizer_params) so that an inner
+    # arg_scope on slim.batch_norm can still override these values.
+    with slim.arg_scope([slim.batch_norm], **batch_norm_params):
+      with slim.arg_scope([slim.conv2d], weights_regularizer=regularizer):
+        with slim.arg_scope([slim.separable_conv2d],
+                            weights_regularizer=depthwise_regularizer) as sc:
+          return sc
+
+
+for _name, _fn in (('mobilenet_v1', mobilenet_v1),
+                   ('mobilenet_v1_075', mobilenet_v1_075),
+                   ('mobilenet_v1_050', mobilenet_v1_050),
+                   ('mobilenet_v1_025', mobilenet_v1_025)):
+  register_network(_name, _fn, mobilenet_v1_arg_scope, default_image_size=224,
+                   num_classes=1001, preprocessing_name='inception',
+                   logits_scopes=('MobilenetV1/Logits',))

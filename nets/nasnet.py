@@ -1,0 +1,382 @@
+"""NASNet-A (Zoph et al. 2017, https://arxiv.org/abs/1707.07012), as in TF-Slim.
+
+Three published variants share one builder, `_build_nasnet_base`:
+  build_nasnet_cifar   32x32 CIFAR-10, 18 normal cells of 32 filters, conv stem.
+  build_nasnet_mobile  224 ImageNet, 12 cells of 44 filters ("NASNet-A 4@1056").
+  build_nasnet_large   331 ImageNet, 18 cells of 168 filters ("6@4032").
+The ImageNet variants start with a 3x3/2 conv and two reduction cells
+(`cell_stem_0/1`); a reduction cell precedes the cells at 1/3 and 2/3 of depth.
+In training an auxiliary head (`aux_<cell>`) reads the cell before the second
+reduction, and drop-path (cifar and large) ramps up with depth and the global
+step. Scope names are those of the published checkpoints.
+"""
+import contextlib
+import copy
+import types
+
+import tensorflow as tf
+import tf_slim as slim
+
+import tf_compat  # noqa: F401
+from nets import nasnet_utils
+from nets.registry import register_network
+
+tf1 = tf.compat.v1
+
+
+class HParams(types.SimpleNamespace):
+  """A bag of hyper-parameters (stands in for tf.contrib.training.HParams)."""
+
+  def set_hparam(self, name, value):
+    if not hasattr(self, name):
+      raise ValueError('unknown hyper-parameter %r' % (name,))
+    setattr(self, name, value)
+
+  def values(self):
+    return dict(vars(self))
+
+
+# Training notes of the published checkpoints: auxiliary head loss weight 0.4;
+# cifar: batch 32, lr 0.025 with single-period cosine decay, gradient norm
+# clipped at 5, 600 epochs; ImageNet: label smoothing 0.1, lr decay 0.97 every
+# 2.4 epochs, gradient norm clipped at 10, sync SGD (large: 100 replicas x 16
+# at lr 0.015 * 100; mobile: 50 x 32 at lr 0.04 * 50).
+def cifar_config():
+  return HParams(
+      stem_multiplier=3.0,
+      drop_path_keep_prob=0.6,
+      num_cells=18,
+      use_aux_head=1,
+      num_conv_filters=32,
+      dense_dropout_keep_prob=1.0,
+      filter_scaling_rate=2.0,
+      num_reduction_layers=2,
+      data_format='NHWC',
+      skip_reduction_layer_input=0,
+      # 600 epochs at batch 32: drop-path reaches full strength at the end.
+      total_training_steps=937500,
+      use_bounded_activation=False,
+  )
+
+
+def large_imagenet_config():
+  return HParams(
+      stem_multiplier=3.0,
+      dense_dropout_keep_prob=0.5,
+      num_cells=18,
+      filter_scaling_rate=2.0,
+      num_conv_filters=168,
+      drop_path_keep_prob=0.7,
+      use_aux_head=1,
+      num_reduction_layers=2,
+      data_format='NHWC',
+      skip_reduction_layer_input=1,
+      total_training_steps=250000,
+      use_bounded_activation=False,
+  )
+
+
+def mobile_imagenet_config():
+  return HParams(
+      stem_multiplier=1.0,
+      dense_dropout_keep_prob=0.5,
+      num_cells=12,
+      filter_scaling_rate=2.0,
+      drop_path_keep_prob=1.0,
+      num_conv_filters=44,
+      use_aux_head=1,
+      num_reduction_layers=2,
+      data_format='NHWC',
+      skip_reduction_layer_input=0,
+      total_training_steps=250000,
+      use_bounded_activation=False,
+  )
+
+
+def _training_hparams(config, default_config, is_training):
+  """A private copy of the config; drop-path is off outside training."""
+  hparams = default_config() if config is None else copy.deepcopy(config)
+  if not is_training:
+    hparams.set_hparam('drop_path_keep_prob', 1.0)
+  return hparams
+
+
+def _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon):
+  """Convs without biases or activation (cells place relu and batch norm
+  themselves), fan-out variance-scaling init, L2 decay, scaled batch norm."""
+  batch_norm_params = {
+      'decay': batch_norm_decay,
+      'epsilon': batch_norm_epsilon,
+      'scale': True,
+      'fused': True,
+  }
+  with slim.arg_scope(
+      [slim.fully_connected, slim.conv2d, slim.separable_conv2d],
+      weights_regularizer=slim.l2_regularizer(weight_decay),
+      weights_initializer=slim.variance_scaling_initializer(mode='FAN_OUT')):
+    with slim.arg_scope([slim.fully_connected], activation_fn=None,
+                        scope='FC'):
+      with slim.arg_scope([slim.conv2d, slim.separable_conv2d],
+                          activation_fn=None, biases_initializer=None):
+        with slim.arg_scope([slim.batch_norm], **batch_norm_params) as sc:
+          return sc
+
+
+def nasnet_cifar_arg_scope(weight_decay=5e-4, batch_norm_decay=0.9,
+                           batch_norm_epsilon=1e-5):
+  """The arg_scope NASNet-A CIFAR was trained with."""
+  return _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon)
+
+
+def nasnet_mobile_arg_scope(weight_decay=4e-5, batch_norm_decay=0.9997,
+                            batch_norm_epsilon=1e-3):
+  """The arg_scope NASNet-A Mobile was trained with."""
+  return _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon)
+
+
+def nasnet_large_arg_scope(weight_decay=5e-5, batch_norm_decay=0.9997,
+                           batch_norm_epsilon=1e-3):
+  """The arg_scope NASNet-A Large was trained with."""
+  return _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon)
+
+
+@contextlib.contextmanager
+def _cell_arg_scope(is_training, data_format):
+  """Routes `is_training` and `data_format` to every layer a cell builds."""
+  with slim.arg_scope([slim.dropout, nasnet_utils.drop_path, slim.batch_norm],
+                      is_training=is_training):
+    with slim.arg_scope([slim.avg_pool2d, slim.max_pool2d, slim.conv2d,
+                         slim.batch_norm, slim.separable_conv2d,
+                         nasnet_utils.factorized_reduction,
+                         nasnet_utils.global_avg_pool,
+                         nasnet_utils.get_channel_index,
+                         nasnet_utils.get_channel_dim],
+                        data_format=data_format):
+      yield
+
+
+def _to_data_format(images, data_format):
+  """Inputs are NHWC; NCHW (faster on GPUs) transposes them once."""
+  if data_format == nasnet_utils.DATA_FORMAT_NCHW:
+    return tf.transpose(images, [0, 3, 1, 2])
+  return images
+
+
+def _build_aux_head(net, end_points, num_classes, hparams, scope):
+  """Auxiliary classifier: 5x5/3 avg pool, 1x1 conv (128), a conv spanning
+  the remaining map (768), fully connected; sets end_points['AuxLogits']."""
+  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
+  with tf1.variable_scope(scope):
+    aux_logits = tf.identity(net)
+    with tf1.variable_scope('aux_logits'):
+      aux_logits = slim.avg_pool2d(aux_logits, [5, 5], stride=3,
+                                   padding='VALID')
+      aux_logits = slim.conv2d(aux_logits, 128, [1, 1], scope='proj')
+      aux_logits = slim.batch_norm(aux_logits, scope='aux_bn0')
+      aux_logits = activation_fn(aux_logits)
+      if hparams.data_format == nasnet_utils.DATA_FORMAT_NHWC:
+        kernel = aux_logits.shape[1:3]
+      else:
+        kernel = aux_logits.shape[2:4]
+      aux_logits = slim.conv2d(aux_logits, 768, kernel, padding='VALID')
+      aux_logits = slim.batch_norm(aux_logits, scope='aux_bn1')
+      aux_logits = activation_fn(aux_logits)
+      aux_logits = slim.flatten(aux_logits)
+      end_points['AuxLogits'] = slim.fully_connected(aux_logits, num_classes)
+
+
+def _imagenet_stem(inputs, hparams, stem_cell, current_step=None):
+  """3x3/2 VALID conv, then two stride-2 cells at 1/4 and 1/2 of the filters."""
+  num_stem_cells = 2
+  net = slim.conv2d(inputs, int(32 * hparams.stem_multiplier), [3, 3],
+                    stride=2, padding='VALID', scope='conv0')
+  net = slim.batch_norm(net, scope='conv0_bn')
+  cell_outputs = [None, net]
+  filter_scaling = 1.0 / (hparams.filter_scaling_rate ** num_stem_cells)
+  for cell_num in range(num_stem_cells):
+    net = stem_cell(net, scope='cell_stem_{}'.format(cell_num),
+                    filter_scaling=filter_scaling, stride=2,
+                    prev_layer=cell_outputs[-2], cell_num=cell_num,
+                    current_step=current_step)
+    cell_outputs.append(net)
+    filter_scaling *= hparams.filter_scaling_rate
+  return net, cell_outputs
+
+
+def _cifar_stem(inputs, hparams):
+  """One 3x3 conv + batch norm at full resolution."""
+  net = slim.conv2d(inputs,
+                    int(hparams.num_conv_filters * hparams.stem_multiplier),
+                    3, scope='l1_stem_3x3')
+  net = slim.batch_norm(net, scope='l1_stem_bn')
+  return net, [None, net]
+
+
+def _aux_head_cells(hparams):
+  """The aux head reads the cell just before the second reduction."""
+  reductions = nasnet_utils.calc_reduction_layers(
+      hparams.num_cells, hparams.num_reduction_layers)
+  return [reductions[1] - 1] if len(reductions) >= 2 else []
+
+
+class _EndPoints(object):
+  """Records end points; `add` says whether building should stop there."""
+
+  def __init__(self, final_endpoint):
+    self.final_endpoint = final_endpoint
+    self.end_points = {}
+
+  def add(self, name, net):
+    self.end_points[name] = net
+    return bool(self.final_endpoint) and name == self.final_endpoint
+
+
+def _classifier(net, points, num_classes, hparams):
+  """`final_layer`: relu, global average pool, dropout, fully connected."""
+  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
+  with tf1.variable_scope('final_layer'):
+    net = activation_fn(net)
+    net = nasnet_utils.global_avg_pool(net)
+    if points.add('global_pool', net) or not num_classes:
+      return net, points.end_points
+    net = slim.dropout(net, hparams.dense_dropout_keep_prob, scope='dropout')
+    logits = slim.fully_connected(net, num_classes)
+    if points.add('Logits', logits):
+      return logits, points.end_points
+    predictions = tf.nn.softmax(logits, name='predictions')
+    if points.add('Predictions', predictions):
+      return predictions, points.end_points
+  return logits, points.end_points
+
+
+def _build_nasnet_base(images, normal_cell, reduction_cell, num_classes,
+                       hparams, is_training, stem_type, final_endpoint=None,
+                       current_step=None):
+  """Stem, normal cells with reduction cells at 1/3 and 2/3, classifier.
+
+  Returns (logits, end_points); with a falsy num_classes the pooled features,
+  with `final_endpoint` that end point.
+  """
+  points = _EndPoints(final_endpoint)
+  reduction_indices = nasnet_utils.calc_reduction_layers(
+      hparams.num_cells, hparams.num_reduction_layers)
+  if stem_type == 'imagenet':
+    net, cell_outputs = _imagenet_stem(images, hparams, reduction_cell,
+                                       current_step=current_step)
+  elif stem_type == 'cifar':
+    net, cell_outputs = _cifar_stem(images, hparams)
+  else:
+    raise ValueError("stem_type must be 'imagenet' or 'cifar', got %r"
+                     % (stem_type,))
+  if points.add('Stem', net):
+    return net, points.end_points
+
+  aux_head_cells = _aux_head_cells(hparams)
+  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
+  filter_scaling = 1.0
+  # Drop-path depth counts every cell, the stem cells included.
+  true_cell_num = 2 if stem_type == 'imagenet' else 0
+  for cell_num in range(hparams.num_cells):
+    # Which earlier output a normal cell after a reduction reads as its second
+    # input differs between the published models: with
+    # skip_reduction_layer_input (large) the one from before the reduction
+    # cell's input, else the reduction cell's input.
+    if hparams.skip_reduction_layer_input:
+      prev_layer = cell_outputs[-2]
+    if cell_num in reduction_indices:
+      filter_scaling *= hparams.filter_scaling_rate
+      index = reduction_indices.index(cell_num)
+      net = reduction_cell(net, scope='reduction_cell_{}'.format(index),
+                           filter_scaling=filter_scaling, stride=2,
+                           prev_layer=cell_outputs[-2],
+                           cell_num=true_cell_num, current_step=current_step)
+      if points.add('Reduction_Cell_{}'.format(index), net):
+        return net, points.end_points
+      true_cell_num += 1
+      cell_outputs.append(net)
+    if not hparams.skip_reduction_layer_input:
+      prev_layer = cell_outputs[-2]
+    net = normal_cell(net, scope='cell_{}'.format(cell_num),
+                      filter_scaling=filter_scaling, stride=1,
+                      prev_layer=prev_layer, cell_num=true_cell_num,
+                      current_step=current_step)
+    if points.add('Cell_{}'.format(cell_num), net):
+      return net, points.end_points
+    true_cell_num += 1
+    if (hparams.use_aux_head and cell_num in aux_head_cells and num_classes
+        and is_training):
+      _build_aux_head(activation_fn(net), points.end_points, num_classes,
+                      hparams, scope='aux_{}'.format(cell_num))
+    cell_outputs.append(net)
+
+  return _classifier(net, points, num_classes, hparams)
+
+
+def _build(images, num_classes, is_training, config, default_config,
+           stem_type, final_endpoint=None, current_step=None):
+  """The shared body of the three build_nasnet_* functions."""
+  hparams = _training_hparams(config, default_config, is_training)
+  images = _to_data_format(images, hparams.data_format)
+  # Drop-path depth counts the two reduction cells (and the stem cells).
+  total_num_cells = hparams.num_cells + 2
+  if stem_type == 'imagenet':
+    total_num_cells += 2
+  cell_args = (hparams.num_conv_filters, hparams.drop_path_keep_prob,
+               total_num_cells, hparams.total_training_steps,
+               hparams.use_bounded_activation)
+  normal_cell = nasnet_utils.NasNetANormalCell(*cell_args)
+  reduction_cell = nasnet_utils.NasNetAReductionCell(*cell_args)
+  with _cell_arg_scope(is_training, hparams.data_format):
+    return _build_nasnet_base(images, normal_cell=normal_cell,
+                              reduction_cell=reduction_cell,
+                              num_classes=num_classes, hparams=hparams,
+                              is_training=is_training, stem_type=stem_type,
+                              final_endpoint=final_endpoint,
+                              current_step=current_step)
+
+
+def build_nasnet_cifar(images, num_classes, is_training=True, config=None,
+                       current_step=None):
+  """NASNet-A for CIFAR-10 (32x32). Returns (logits, end_points)."""
+  return _build(images, num_classes, is_training, config, cifar_config,
+                'cifar', current_step=current_step)
+
+
+build_nasnet_cifar.default_image_size = 32
+
+
+def build_nasnet_mobile(images, num_classes, is_training=True,
+                        final_endpoint=None, config=None, current_step=None):
+  """NASNet-A Mobile for ImageNet (224x224). Returns (logits, end_points)."""
+  return _build(images, num_classes, is_training, config,
+                mobile_imagenet_config, 'imagenet',
+                final_endpoint=final_endpoint, current_step=current_step)
+
+
+build_nasnet_mobile.default_image_size = 224
+
+
+def build_nasnet_large(images, num_classes, is_training=True,
+                       final_endpoint=None, config=None, current_step=None):
+  """NASNet-A Large for ImageNet (331x331). Returns (logits, end_points)."""
+  return _build(images, num_classes, is_training, config,
+                large_imagenet_config, 'imagenet',
+                final_endpoint=final_endpoint, current_step=current_step)
+
+
+build_nasnet_large.default_image_size = 331
+
+
+def logits_scopes(config):
+  """The classifier scopes of a config: final_layer and its aux head."""
+  return ('final_layer',) + tuple(
+      'aux_{}'.format(cell) for cell in _aux_head_cells(config))
+
+
+register_network('nasnet_cifar', build_nasnet_cifar, nasnet_cifar_arg_scope,
+                 32, num_classes=10, preprocessing_name='cifarnet',
+                 logits_scopes=logits_scopes(cifar_config()))
+register_network('nasnet_mobile', build_nasnet_mobile, nasnet_mobile_arg_scope,
+                 224, logits_scopes=logits_scopes(mobile_imagenet_config()))
+register_network('nasnet_large', build_nasnet_large, nasnet_large_arg_scope,
+                 331, logits_scopes=logits_scopes(large_imagenet_config()))

@@ -1,0 +1,128 @@
+"""Oxford VGG networks A (11 layers), D (16) and E (19), as in TF-Slim.
+
+Simonyan & Zisserman, "Very Deep Convolutional Networks for Large-Scale Image
+Recognition", arXiv:1409.1556. The variants differ only in how many 3x3
+convolutions each of the five stages repeats, so they share one builder. The
+fully connected layers are convolutions (fc6 7x7, fc7 and fc8 1x1), so the
+networks also run fully convolutionally with `spatial_squeeze=False`.
+End-point keys are full scope paths ('vgg_16/conv1/conv1_1'), as TF-Slim's
+outputs collection names them.
+"""
+import tensorflow as tf
+import tf_slim as slim
+
+import tf_compat  # noqa: F401
+from nets.registry import register_network
+
+tf1 = tf.compat.v1
+
+_STAGE_DEPTHS = (64, 128, 256, 512, 512)
+# Convolutions per stage of each variant (configurations A, D and E).
+_REPEATS = {
+    'vgg_a': (1, 1, 2, 2, 2),
+    'vgg_16': (2, 2, 3, 3, 3),
+    'vgg_19': (2, 2, 4, 4, 4),
+}
+
+
+def vgg_arg_scope(weight_decay=0.0005):
+  """ReLU layers with zero biases and L2 decay; SAME convolutions."""
+  with slim.arg_scope([slim.conv2d, slim.fully_connected],
+                      activation_fn=tf.nn.relu,
+                      weights_regularizer=slim.l2_regularizer(weight_decay),
+                      biases_initializer=tf1.zeros_initializer()):
+    with slim.arg_scope([slim.conv2d], padding='SAME') as sc:
+      return sc
+
+
+def _vgg(inputs, repeats, default_scope, num_classes, is_training,
+         dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+         global_pool):
+  """Five conv stages of `repeats` 3x3 convolutions, then fc6-fc8 as convolutions."""
+  with tf1.variable_scope(scope, default_scope, [inputs]) as sc:
+    collection = sc.original_name_scope + '_end_points'
+    with slim.arg_scope([slim.conv2d, slim.fully_connected, slim.max_pool2d],
+                        outputs_collections=collection):
+      net = inputs
+      for stage, (count, depth) in enumerate(zip(repeats, _STAGE_DEPTHS), 1):
+        # slim.repeat names the layers conv<stage>/conv<stage>_<i>.
+        net = slim.repeat(net, count, slim.conv2d, depth, [3, 3],
+                          scope='conv%d' % stage)
+        net = slim.max_pool2d(net, [2, 2], scope='pool%d' % stage)
+
+      net = slim.conv2d(net, 4096, [7, 7], padding=fc_conv_padding, scope='fc6')
+      net = slim.dropout(net, dropout_keep_prob, is_training=is_training,
+                         scope='dropout6')
+      net = slim.conv2d(net, 4096, [1, 1], scope='fc7')
+      end_points = slim.utils.convert_collection_to_dict(collection)
+      if global_pool:
+        net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
+        end_points['global_pool'] = net
+      if num_classes:
+        net = slim.dropout(net, dropout_keep_prob, is_training=is_training,
+                           scope='dropout7')
+        net = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
+                          normalizer_fn=None, scope='fc8')
+        if spatial_squeeze:
+          net = tf.squeeze(net, [1, 2], name='fc8/squeezed')
+        end_points[sc.name + '/fc8'] = net
+  return net, end_points
+
+
+_ARGS_DOC = """
+  Args:
+    inputs: float images [batch, height, width, channels], 224x224 for
+      classification.
+    num_classes: classes of fc8; 0 or None returns the fc7 features instead.
+    is_training: enables dropout.
+    dropout_keep_prob: probability of keeping an fc6/fc7 activation.
+    spatial_squeeze: drops the 1x1 spatial dimensions of the logits.
+    scope: variable scope of the network.
+    fc_conv_padding: padding of fc6; 'SAME' gives a prediction map of
+      input/32 when run fully convolutionally, 'VALID' one of input/32 - 6.
+    global_pool: averages fc7 over space first, for any input size (not
+      part of the published network).
+
+  Returns:
+    (logits or features, end_points dict keyed by scope path).
+"""
+
+
+def vgg_a(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
+          spatial_squeeze=True, scope='vgg_a', fc_conv_padding='VALID',
+          global_pool=False):
+  return _vgg(inputs, _REPEATS['vgg_a'], 'vgg_a', num_classes, is_training,
+              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+              global_pool)
+
+
+def vgg_16(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
+           spatial_squeeze=True, scope='vgg_16', fc_conv_padding='VALID',
+           global_pool=False):
+  return _vgg(inputs, _REPEATS['vgg_16'], 'vgg_16', num_classes, is_training,
+              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+              global_pool)
+
+
+def vgg_19(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
+           spatial_squeeze=True, scope='vgg_19', fc_conv_padding='VALID',
+           global_pool=False):
+  return _vgg(inputs, _REPEATS['vgg_19'], 'vgg_19', num_classes, is_training,
+              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+              global_pool)
+
+
+vgg_a.__doc__ = 'VGG configuration A (11 layers).\n' + _ARGS_DOC
+vgg_16.__doc__ = 'VGG configuration D (16 layers).\n' + _ARGS_DOC
+vgg_19.__doc__ = 'VGG configuration E (19 layers).\n' + _ARGS_DOC
+
+# The configuration letters of the paper, as TF-Slim exports them.
+vgg_d = vgg_16
+vgg_e = vgg_19
+
+for _fn in (vgg_a, vgg_16, vgg_19):
+  _fn.default_image_size = 224
+  # The published VGG checkpoints have 1000 classes, without a background class.
+  register_network(_fn.__name__, _fn, vgg_arg_scope, _fn.default_image_size,
+                   num_classes=1000, preprocessing_name='vgg',
+                   logits_scopes=(_fn.__name__ + '/fc8',))

@@ -1,0 +1,55 @@
+"""CifarNet preprocessing: per-image standardised images, augmented for training.
+
+Training pads 4 pixels on each side, takes a random output-sized crop, flips
+it at random and randomly changes brightness and contrast; evaluation crops
+or pads to the output size. Both end with `tf.image.per_image_standardization`
+(zero mean, unit variance per image), so the input range does not matter
+except for the brightness delta, which assumes [0, 255].
+"""
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+
+_PADDING = 4
+
+
+def _to_float(image, use_grayscale):
+  image = tf.cast(image, tf.float32)
+  if use_grayscale and image.shape[-1] == 3:
+    image = tf.image.rgb_to_grayscale(image)
+  return image
+
+
+def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
+                         use_grayscale=False):
+  """Pad, random crop, random flip, brightness/contrast, standardisation."""
+  image = _to_float(image, use_grayscale)
+  if padding > 0:
+    image = tf.pad(image, [[padding, padding], [padding, padding], [0, 0]])
+  channels = image.shape[-1]
+  if channels is None:
+    channels = tf.shape(image)[-1]
+  image = tf.image.random_crop(image, [output_height, output_width, channels])
+  image = tf.image.random_flip_left_right(image)
+  # The two adjustments do not commute; TF-Slim applies them in this order.
+  image = tf.image.random_brightness(image, max_delta=63)
+  image = tf.image.random_contrast(image, lower=0.2, upper=1.8)
+  return tf.image.per_image_standardization(image)
+
+
+def preprocess_for_eval(image, output_height, output_width,
+                        use_grayscale=False):
+  """Central crop or zero padding to the output size, then standardisation."""
+  image = _to_float(image, use_grayscale)
+  image = tf.image.resize_with_crop_or_pad(image, output_height, output_width)
+  return tf.image.per_image_standardization(image)
+
+
+def preprocess_image(image, output_height, output_width, is_training=False,
+                     use_grayscale=False, **options):
+  """Training or evaluation preprocessing of one [height, width, C] image."""
+  if is_training:
+    return preprocess_for_train(image, output_height, output_width,
+                                use_grayscale=use_grayscale, **options)
+  return preprocess_for_eval(image, output_height, output_width,
+                             use_grayscale=use_grayscale)

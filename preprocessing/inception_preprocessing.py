@@ -1,0 +1,181 @@
+"""Inception-style preprocessing, as the published Inception/MobileNet/NASNet models saw it.
+
+Training: a random crop covering 5-100% of the image (TF-Slim's distorted
+bounding box), resized to the output size, randomly flipped and colour
+distorted. Evaluation: the central 87.5% resized bilinearly. Both return
+floats in [-1, 1]. Integer images are converted to [0, 1] first
+(`tf.image.convert_image_dtype`); float images are taken to be in [0, 1].
+
+Resizing uses TensorFlow 1.x semantics (`tf.compat.v1.image`, no half-pixel
+centres) because that is what the published checkpoints were trained and
+evaluated with.
+"""
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+
+tf1 = tf.compat.v1
+
+# The four resize methods of TF 1.x, in the order of their enum values.
+_RESIZE_METHODS = (tf1.image.ResizeMethod.BILINEAR,
+                   tf1.image.ResizeMethod.NEAREST_NEIGHBOR,
+                   tf1.image.ResizeMethod.BICUBIC,
+                   tf1.image.ResizeMethod.AREA)
+
+# Colour distortions per ordering; each ordering is a different composition.
+_FAST_ORDERINGS = (('brightness', 'saturation'), ('saturation', 'brightness'))
+_FULL_ORDERINGS = (('brightness', 'saturation', 'hue', 'contrast'),
+                   ('saturation', 'brightness', 'contrast', 'hue'),
+                   ('contrast', 'hue', 'brightness', 'saturation'),
+                   ('hue', 'saturation', 'contrast', 'brightness'))
+_DISTORTIONS = {
+    'brightness': lambda x: tf.image.random_brightness(x, max_delta=32. / 255.),
+    'saturation': lambda x: tf.image.random_saturation(x, lower=0.5, upper=1.5),
+    'hue': lambda x: tf.image.random_hue(x, max_delta=0.2),
+    'contrast': lambda x: tf.image.random_contrast(x, lower=0.5, upper=1.5),
+}
+# Saturation and hue are defined on RGB only.
+_RGB_ONLY = ('saturation', 'hue')
+
+
+def _num_channels(image):
+  channels = image.shape[-1]
+  if channels is None:
+    raise ValueError('the channel count of %s must be known; decode images '
+                     'with an explicit number of channels' % image)
+  return int(channels)
+
+
+def apply_with_random_selector(x, func, num_cases):
+  """func(x, case) for a case drawn uniformly from range(num_cases) at run time.
+
+  Only the selected branch runs, so the unselected distortions cost nothing.
+  """
+  if num_cases == 1:
+    return func(x, 0)
+  selector = tf1.random_uniform([], maxval=num_cases, dtype=tf.int32)
+  return tf.switch_case(selector, [
+      (lambda case=case: func(x, case)) for case in range(num_cases)])
+
+
+def distort_color(image, color_ordering=0, fast_mode=True, scope=None):
+  """Random brightness/saturation (and hue/contrast unless fast_mode) of a [0, 1] image.
+
+  The distortions do not commute, so `color_ordering` (0-3) picks one of
+  four compositions; fast mode has two (0, and any other value). Saturation
+  and hue are skipped for images that are not 3-channel.
+  """
+  orderings = _FAST_ORDERINGS if fast_mode else _FULL_ORDERINGS
+  if not 0 <= color_ordering <= 3:
+    raise ValueError('color_ordering must be in [0, 3], got %r' % color_ordering)
+  rgb = _num_channels(image) == 3
+  with tf1.name_scope(scope, 'distort_color', [image]):
+    for name in orderings[min(color_ordering, len(orderings) - 1)]:
+      if rgb or name not in _RGB_ONLY:
+        image = _DISTORTIONS[name](image)
+    # The random_* adjustments may leave [0, 1].
+    return tf.clip_by_value(image, 0.0, 1.0)
+
+
+def distorted_bounding_box_crop(image, bbox, min_object_covered=0.1,
+                                aspect_ratio_range=(0.75, 1.33),
+                                area_range=(0.05, 1.0), max_attempts=100,
+                                scope=None):
+  """A random crop that covers part of one of `bbox` [1, num_boxes, 4].
+
+  Boxes are [ymin, xmin, ymax, xmax] in [0, 1]. After `max_attempts`
+  failures to satisfy the constraints the whole image is returned.
+
+  Returns:
+    (cropped image, the crop as a [1, 1, 4] box).
+  """
+  with tf1.name_scope(scope, 'distorted_bounding_box_crop', [image, bbox]):
+    begin, size, crop_box = tf1.image.sample_distorted_bounding_box(
+        tf.shape(image),
+        bounding_boxes=bbox,
+        min_object_covered=min_object_covered,
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        max_attempts=max_attempts,
+        use_image_if_no_bounding_boxes=True)
+    cropped = tf.slice(image, begin, size)
+    # The dynamic slice loses the static channel count.
+    cropped.set_shape([None, None, image.shape[-1]])
+    return cropped, crop_box
+
+
+def _maybe_grayscale(image, use_grayscale):
+  if use_grayscale and _num_channels(image) == 3:
+    return tf.image.rgb_to_grayscale(image)
+  return image
+
+
+def _to_signed_unit_range(image):
+  """[0, 1] -> [-1, 1]."""
+  return tf.multiply(tf.subtract(image, 0.5), 2.0)
+
+
+def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
+                         scope=None, random_crop=True, use_grayscale=False):
+  """Randomly cropped, resized, flipped and colour-distorted image in [-1, 1].
+
+  Args:
+    image: [height, width, channels] image; integers are scaled to [0, 1],
+      floats must already be in [0, 1].
+    height, width: output size.
+    bbox: [1, num_boxes, 4] float boxes [ymin, xmin, ymax, xmax] the crop
+      must partly cover; None means the whole image.
+    fast_mode: bilinear resize and brightness/saturation only; otherwise a
+      random resize method and hue/contrast distortions too.
+    scope: name scope.
+    random_crop: False resizes the whole image instead of a random crop.
+    use_grayscale: converts an RGB result to one channel.
+  """
+  with tf1.name_scope(scope, 'distort_image', [image, height, width, bbox]):
+    if bbox is None:
+      bbox = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
+    if image.dtype != tf.float32:
+      image = tf.image.convert_image_dtype(image, dtype=tf.float32)
+    if random_crop:
+      image, _ = distorted_bounding_box_crop(image, bbox)
+    # The crop's aspect ratio is not kept; fast mode always resizes bilinearly.
+    image = apply_with_random_selector(
+        image,
+        lambda x, method: tf1.image.resize_images(x, [height, width],
+                                                  _RESIZE_METHODS[method]),
+        num_cases=1 if fast_mode else len(_RESIZE_METHODS))
+    image = tf.image.random_flip_left_right(image)
+    image = apply_with_random_selector(
+        image, lambda x, ordering: distort_color(x, ordering, fast_mode),
+        num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
+    image = _maybe_grayscale(image, use_grayscale)
+    return _to_signed_unit_range(image)
+
+
+def preprocess_for_eval(image, height, width, central_fraction=0.875,
+                        scope=None, central_crop=True, use_grayscale=False):
+  """Central `central_fraction` of the image, resized bilinearly, in [-1, 1].
+
+  `height` and `width` None (or 0) keep the cropped size.
+  """
+  with tf1.name_scope(scope, 'eval_image', [image, height, width]):
+    if image.dtype != tf.float32:
+      image = tf.image.convert_image_dtype(image, dtype=tf.float32)
+    image = _maybe_grayscale(image, use_grayscale)
+    if central_crop and central_fraction:
+      image = tf.image.central_crop(image, central_fraction=central_fraction)
+    if height and width:
+      image = tf1.image.resize_bilinear(image[tf.newaxis], [height, width],
+                                        align_corners=False)[0]
+    return _to_signed_unit_range(image)
+
+
+def preprocess_image(image, output_height, output_width, is_training=False,
+                     bbox=None, fast_mode=True, use_grayscale=False, **options):
+  """Training or evaluation preprocessing of one image; see the two functions."""
+  if is_training:
+    return preprocess_for_train(image, output_height, output_width, bbox,
+                                fast_mode, use_grayscale=use_grayscale,
+                                **options)
+  return preprocess_for_eval(image, output_height, output_width,
+                             use_grayscale=use_grayscale, **options)

@@ -1,0 +1,131 @@
+"""VGG-style preprocessing, as the published VGG and ResNet checkpoints saw it.
+
+Simonyan & Zisserman, arXiv:1409.1556: the smaller side is resized (keeping
+the aspect ratio) to a random length in [256, 512] for training and to 256
+for evaluation, then an output-sized crop is taken (random, and randomly
+flipped, for training; central for evaluation) and the per-channel ImageNet
+mean is subtracted. Pixel values stay in [0, 255]: uint8 images are cast,
+float images must already be in [0, 255].
+
+Resizing uses TensorFlow 1.x bilinear semantics (no half-pixel centres),
+as the published checkpoints were trained and evaluated with.
+"""
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+
+tf1 = tf.compat.v1
+
+_R_MEAN = 123.68
+_G_MEAN = 116.78
+_B_MEAN = 103.94
+# Luma weights of tf.image.rgb_to_grayscale: a one-channel image is the
+# grayscale of an RGB one, so its mean is the grayscale of the RGB mean.
+_LUMA = (0.2989, 0.5870, 0.1140)
+_GRAY_MEAN = sum(w * m for w, m in zip(_LUMA, (_R_MEAN, _G_MEAN, _B_MEAN)))
+
+_RESIZE_SIDE_MIN = 256
+_RESIZE_SIDE_MAX = 512
+
+
+def _num_channels(image):
+  channels = image.shape[-1]
+  if channels is None:
+    raise ValueError('the channel count of %s must be known; decode images '
+                     'with an explicit number of channels' % image)
+  return int(channels)
+
+
+def _mean_image_subtraction(image, means):
+  """Subtracts means[c] from channel c of a [height, width, C] image."""
+  if image.shape.ndims != 3:
+    raise ValueError('image must be [height, width, channels], got %s'
+                     % image.shape)
+  if len(means) != _num_channels(image):
+    raise ValueError('%d means for a %d-channel image'
+                     % (len(means), _num_channels(image)))
+  return image - tf.constant(means, dtype=image.dtype)
+
+
+def _channel_means(image):
+  if _num_channels(image) == 1:
+    return [_GRAY_MEAN]
+  return [_R_MEAN, _G_MEAN, _B_MEAN]
+
+
+def _smallest_size_at_least(height, width, smallest_side):
+  """(new_height, new_width) with the smaller side `smallest_side`, same aspect."""
+  height = tf.cast(height, tf.float32)
+  width = tf.cast(width, tf.float32)
+  smallest_side = tf.cast(smallest_side, tf.float32)
+  scale = smallest_side / tf.minimum(height, width)
+  # Truncation, as in TF-Slim: the smaller side is exactly `smallest_side`.
+  return (tf.cast(height * scale, tf.int32), tf.cast(width * scale, tf.int32))
+
+
+def _aspect_preserving_resize(image, smallest_side):
+  """Bilinear resize of a [height, width, C] image; returns float32."""
+  shape = tf.shape(image)
+  new_height, new_width = _smallest_size_at_least(shape[0], shape[1],
+                                                  smallest_side)
+  resized = tf1.image.resize_bilinear(image[tf.newaxis],
+                                      [new_height, new_width],
+                                      align_corners=False)[0]
+  resized.set_shape([None, None, image.shape[-1]])
+  return resized
+
+
+def _central_crop(image, crop_height, crop_width):
+  shape = tf.shape(image)
+  top = (shape[0] - crop_height) // 2
+  left = (shape[1] - crop_width) // 2
+  return tf.image.crop_to_bounding_box(image, top, left, crop_height,
+                                       crop_width)
+
+
+def _maybe_grayscale(image, use_grayscale):
+  if use_grayscale and _num_channels(image) == 3:
+    return tf.image.rgb_to_grayscale(image)
+  return image
+
+
+def preprocess_for_train(image, output_height, output_width,
+                         resize_side_min=_RESIZE_SIDE_MIN,
+                         resize_side_max=_RESIZE_SIDE_MAX,
+                         use_grayscale=False):
+  """Random scale in [resize_side_min, resize_side_max], random crop and flip."""
+  resize_side = tf1.random_uniform([], minval=resize_side_min,
+                                   maxval=resize_side_max + 1, dtype=tf.int32)
+  image = _aspect_preserving_resize(image, resize_side)
+  channels = _num_channels(image)
+  image = tf.image.random_crop(image, [output_height, output_width, channels])
+  image = tf.cast(image, tf.float32)
+  image = _maybe_grayscale(image, use_grayscale)
+  image = tf.image.random_flip_left_right(image)
+  return _mean_image_subtraction(image, _channel_means(image))
+
+
+def preprocess_for_eval(image, output_height, output_width, resize_side,
+                        use_grayscale=False):
+  """Smaller side resized to `resize_side`, central crop, mean subtracted."""
+  image = _aspect_preserving_resize(image, resize_side)
+  image = _central_crop(image, output_height, output_width)
+  image.set_shape([output_height, output_width, image.shape[-1]])
+  image = tf.cast(image, tf.float32)
+  image = _maybe_grayscale(image, use_grayscale)
+  return _mean_image_subtraction(image, _channel_means(image))
+
+
+def preprocess_image(image, output_height, output_width, is_training=False,
+                     resize_side_min=_RESIZE_SIDE_MIN,
+                     resize_side_max=_RESIZE_SIDE_MAX, use_grayscale=False):
+  """Training or evaluation preprocessing of one [height, width, C] image.
+
+  At evaluation the smaller side is resized to `resize_side_min`.
+  """
+  if is_training:
+    return preprocess_for_train(image, output_height, output_width,
+                                resize_side_min, resize_side_max,
+                                use_grayscale)
+  return preprocess_for_eval(image, output_height, output_width,
+                             resize_side_min, use_grayscale)
