@@ -9,11 +9,11 @@ Offline by default: sources are taken from --source_dir (default --dataset_dir);
   python download_and_convert_data.py --dataset_name=flowers --dataset_dir=/tmp/flowers \
       --source_dir=~/Downloads [--download]
   # ImageNet train/ and validation/ folders of synset sub-folders:
-  python download_and_convert_data.py --dataset_name=imagenet --dataset_dir=/data/imagenet \
-      --source_dir=/data/ILSVRC2012
+  python download_and_convert_data.py --dataset_name=imagenet \
+      --dataset_dir=/data/imagenet --source_dir=/data/ILSVRC2012
   # your own images, one sub-folder per class:
-  python download_and_convert_data.py --dataset_name=image_folder --dataset_dir=/tmp/pets \
-      --source_dir=~/pets --validation_fraction=0.1
+  python download_and_convert_data.py --dataset_name=image_folder \
+      --dataset_dir=/tmp/pets --source_dir=~/pets --validation_fraction=0.1
 
 Rerunning after an interruption keeps the shards already written.
 """

@@ -27,9 +27,11 @@ DEFAULT_SHARDS = {'train': 5, 'test': 1}
 class _ArrayUnpickler(pickle.Unpickler):
   """Loads dicts, lists, bytes and numpy arrays; refuses every other callable."""
   _ALLOWED = {
-      ('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
-      ('numpy.core.multiarray', 'scalar'), ('numpy._core.multiarray', 'scalar'),
-      ('numpy.core.numeric', '_frombuffer'), ('numpy._core.numeric', '_frombuffer'),
+      (core + module, name)
+      for core in ('numpy.core', 'numpy._core')  # numpy 1 and 2 spellings
+      for module, name in (('.multiarray', '_reconstruct'), ('.multiarray', 'scalar'),
+                           ('.numeric', '_frombuffer'))
+  } | {
       ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),
   }
 
@@ -78,9 +80,11 @@ def _read_batches(source_dir, download):
       for member in tar:
         name = os.path.basename(member.name)
         if member.isfile() and name in names:
-          batches[name] = _load_batch(tar.extractfile(member), '%s:%s' % (archive, member.name))
+          batches[name] = _load_batch(tar.extractfile(member),
+                                      '%s:%s' % (archive, member.name))
   except (tarfile.TarError, EOFError, OSError) as e:
-    raise dataset_utils.ConversionError('cannot read archive %s: %s' % (archive, e)) from None
+    raise dataset_utils.ConversionError('cannot read archive %s: %s'
+                                        % (archive, e)) from None
   missing = sorted(set(names) - set(batches))
   if missing:
     raise dataset_utils.ConversionError('%s lacks %s' % (archive, ', '.join(missing)))

@@ -39,9 +39,8 @@ def image_files(root, class_name):
               if not f.startswith('.')
               and f.lower().endswith(dataset_utils.IMAGE_EXTENSIONS)]
   if not found:
-    raise dataset_utils.ConversionError(
-        'class folder %s has no images (%s)' % (os.path.join(root, class_name),
-                                                 ', '.join(dataset_utils.IMAGE_EXTENSIONS)))
+    raise dataset_utils.ConversionError('class folder %s has no images (%s)' % (
+        os.path.join(root, class_name), ', '.join(dataset_utils.IMAGE_EXTENSIONS)))
   return sorted(found)
 
 

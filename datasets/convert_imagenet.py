@@ -22,7 +22,7 @@ NAMES_FILES = ('imagenet_metadata.txt', 'LOC_synset_mapping.txt')
 
 
 def _synset_names(source_dir):
-  """{synset: name} from the first names file present ('<synset><space or tab><name>')."""
+  """{synset: name} from the first names file present ('<synset> <name>' lines)."""
   for filename in NAMES_FILES:
     path = os.path.join(source_dir, filename)
     if os.path.exists(path):
@@ -46,7 +46,8 @@ def make_conversion(options):
   unknown = sorted(set(convert_folder.class_folders(roots['validation'])) - set(synsets))
   if unknown:
     raise dataset_utils.ConversionError(
-        '%s has synsets that train/ lacks: %s' % (roots['validation'], ', '.join(unknown)))
+        '%s has synsets that train/ lacks: %s'
+        % (roots['validation'], ', '.join(unknown)))
   names = _synset_names(options.source_dir)
   labels_to_names = {0: 'background'}
   labels_to_names.update({i: names.get(s, s) for i, s in enumerate(synsets, 1)})

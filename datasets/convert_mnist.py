@@ -75,10 +75,10 @@ def make_conversion(options):
     arrays[split_name] = images, labels
     source_id += [(os.path.basename(p), os.path.getsize(p))
                   for p in (images_path, labels_path)]
-    splits.append(converters.Split(split_name, [(split_name, i) for i in range(len(images))],
-                                   converters.shard_count(options.num_shards,
-                                                          DEFAULT_SHARDS[split_name],
-                                                          len(images))))
+    splits.append(converters.Split(
+        split_name, [(split_name, i) for i in range(len(images))],
+        converters.shard_count(options.num_shards, DEFAULT_SHARDS[split_name],
+                               len(images))))
 
   def to_example(item):
     split_name, index = item

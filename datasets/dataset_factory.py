@@ -93,7 +93,8 @@ def split_file_pattern(name, split_name, dataset_dir, file_pattern=None):
 
 
 def _conversion_hint(name, dataset_dir):
-  source = ' --source_dir=<folder of class sub-folders>' if name == 'image_folder' else ''
+  source = (' --source_dir=<folder of class sub-folders>'
+            if name == 'image_folder' else '')
   return ('run download_and_convert_data.py --dataset_name=%s --dataset_dir=%s%s first'
           % (name, dataset_dir, source))
 

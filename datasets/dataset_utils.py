@@ -150,6 +150,8 @@ def safe_extract_tar(archive_path, target_dir):
       # partial extraction; extractall re-checks against the real filesystem.
       for member in members:
         try:
+          if member.name.startswith(('/', '\\')):  # the filter would strip it
+            raise tarfile.AbsolutePathError(member)
           tarfile.data_filter(member, target_dir)
         except tarfile.FilterError as e:
           raise ConversionError('refusing to extract %r from %s: %s'

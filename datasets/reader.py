@@ -59,7 +59,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   dataset = dataset.interleave(
       tf.data.TFRecordDataset, cycle_length=min(num_readers, len(files)),
-      block_length=1, num_parallel_calls=num_readers)
+      block_length=1, num_parallel_calls=min(num_readers, len(files)))
   if shuffle:
     buffer_size = shuffle_buffer_size or min(descriptor.num_samples,
                                              DEFAULT_SHUFFLE_BUFFER)

@@ -70,7 +70,9 @@ class RunConfig(object):
                save_summary_steps=100, save_checkpoints_steps=None,
                save_checkpoints_secs=None, session_config=None,
                keep_checkpoint_max=5, keep_checkpoint_every_n_hours=10000,
-               log_step_count_steps=100):
+               log_step_count_steps=100, save_summaries_secs=None):
+    """As tf.estimator.RunConfig; `save_summaries_secs` (TF-Slim's cadence)
+    replaces save_summary_steps when set."""
     if save_checkpoints_steps is not None and save_checkpoints_secs is not None:
       raise ValueError('set at most one of save_checkpoints_steps and '
                        'save_checkpoints_secs')
@@ -78,7 +80,8 @@ class RunConfig(object):
       save_checkpoints_secs = 600
     self.model_dir = model_dir
     self.tf_random_seed = tf_random_seed
-    self.save_summary_steps = save_summary_steps
+    self.save_summary_steps = None if save_summaries_secs else save_summary_steps
+    self.save_summaries_secs = save_summaries_secs
     self.save_checkpoints_steps = save_checkpoints_steps
     self.save_checkpoints_secs = save_checkpoints_secs
     self.session_config = session_config or tf1.ConfigProto(
@@ -115,7 +118,8 @@ class RunConfig(object):
         session_config=self.session_config,
         keep_checkpoint_max=self.keep_checkpoint_max,
         keep_checkpoint_every_n_hours=self.keep_checkpoint_every_n_hours,
-        log_step_count_steps=self.log_step_count_steps)
+        log_step_count_steps=self.log_step_count_steps,
+        save_summaries_secs=self.save_summaries_secs)
     if 'save_checkpoints_steps' in kwargs:
       fields['save_checkpoints_secs'] = None
     if 'save_checkpoints_secs' in kwargs:
@@ -308,6 +312,7 @@ class Estimator(object):
           chief_only_hooks=chief_hooks,
           save_checkpoint_secs=save_secs, save_checkpoint_steps=save_steps,
           save_summaries_steps=cfg.save_summary_steps,
+          save_summaries_secs=cfg.save_summaries_secs,
           config=cfg.session_config,
           log_step_count_steps=cfg.log_step_count_steps) as sess:
         while not sess.should_stop():
@@ -459,7 +464,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     return result
   result = None
   while True:
-    step = _global_step_of(estimator.latest_checkpoint())
+    step = global_step_of(estimator.latest_checkpoint())
     if train_spec.max_steps is not None and step >= train_spec.max_steps:
       break
     if config.save_checkpoints_steps:
@@ -475,12 +480,13 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
                       max_steps=train_spec.max_steps)
     result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
                                 eval_spec.hooks, name=eval_spec.name)
-    if _global_step_of(estimator.latest_checkpoint()) == step:
+    if global_step_of(estimator.latest_checkpoint()) == step:
       break  # the input ran out: no more training possible
   return result
 
 
-def _global_step_of(checkpoint):
+def global_step_of(checkpoint):
+  """The global step saved in `checkpoint` (0 for None)."""
   return int(tf.train.load_variable(checkpoint, 'global_step')) if checkpoint else 0
 
 

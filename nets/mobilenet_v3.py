@@ -41,15 +41,20 @@ def _se4(expansion_tensor, input_tensor):
 
 def reduce_to_1x1(input_tensor, default_size=7, use_explicit_padding=False,
                   **kwargs):
-  """Average pool over the whole (square) map; `default_size` if unknown.
+  """Average pool over the whole map: [batch, 1, 1, depth].
 
-  A non-square or unknown-size map is pooled with default_size windows, as
-  the published graphs do. Pooling is 'VALID', so explicit padding is moot.
+  TF-Slim pooled maps that are not known to be square with fixed
+  `default_size` windows, which fails or leaves a map larger than 1x1 at
+  other input sizes; here every map is pooled whole (the same result at the
+  published, square sizes), with reduce_mean when the size is unknown.
+  `default_size` is kept for spec compatibility. The pool is 'VALID', so
+  explicit padding is moot.
   """
-  del use_explicit_padding
+  del default_size, use_explicit_padding
   height, width = input_tensor.shape.as_list()[1:3]
-  size = height if height is not None and width == height else default_size
-  return slim.avg_pool2d(input_tensor, kernel_size=[size, size], **kwargs)
+  if height is None or width is None:
+    return tf.reduce_mean(input_tensor, [1, 2], keepdims=True)
+  return slim.avg_pool2d(input_tensor, kernel_size=[height, width], **kwargs)
 
 
 def mbv3_op(ef, n, k, s=1, act=tf.nn.relu, se=None, **kwargs):

@@ -20,7 +20,6 @@ from absl import flags as absl_flags
 import tensorflow as tf
 
 import download_and_convert_data
-from datasets import convert_digits
 from datasets import converters
 from datasets import dataset_factory
 from datasets import dataset_utils
@@ -32,29 +31,34 @@ RNG = np.random.RandomState(1)
 
 # --- helpers --------------------------------------------------------------------
 
-def read_split(name, split, dataset_dir):
+def keep_uint8(image):
+  return image
+
+
+def read_split(name, split, dataset_dir, batch_size=1):
   """(list of uint8 images, list of labels) of a split, in record order."""
   descriptor = dataset_factory.get_dataset(name, split, dataset_dir)
   with tf.Graph().as_default():
-    dataset = reader.make_dataset(descriptor, batch_size=1, preprocess_fn=lambda x: x,
-                                  is_training=False, num_readers=1, num_epochs=1,
-                                  deterministic=True)
+    dataset = reader.make_dataset(descriptor, batch_size=batch_size,
+                                  preprocess_fn=keep_uint8, is_training=False,
+                                  num_readers=1, num_epochs=1, deterministic=True)
     next_batch = tf1.data.make_one_shot_iterator(dataset).get_next()
     images, labels = [], []
     with tf1.Session() as sess:
       while True:
         try:
-          image, label = sess.run(next_batch)
+          batch_images, batch_labels = sess.run(next_batch)
         except tf.errors.OutOfRangeError:
           break
-        images.append(image[0])
-        labels.append(int(label[0]))
+        images.extend(batch_images)
+        labels.extend(int(label) for label in batch_labels)
   assert len(images) == descriptor.num_samples
   return images, labels
 
 
 def record_files(name, split, dataset_dir):
-  return sorted(tf.io.gfile.glob(dataset_factory.split_file_pattern(name, split, dataset_dir)))
+  pattern = dataset_factory.split_file_pattern(name, split, dataset_dir)
+  return sorted(tf.io.gfile.glob(pattern))
 
 
 def count_records(path):
@@ -71,10 +75,53 @@ def save_image(path, array, image_format):
   PIL.Image.fromarray(array).save(path, format=image_format)
 
 
-def pil_pixels(path):
-  """What the records must decode to: PIL's decoding of the file, as RGB."""
-  with PIL.Image.open(path) as image:
+def pil_pixels(data):
+  """PIL's decoding of an image file's bytes, as RGB."""
+  with PIL.Image.open(io.BytesIO(data)) as image:
     return np.asarray(image.convert('RGB'))
+
+
+def file_sources(paths_to_labels):
+  """{path: (file bytes, label)}."""
+  sources = {}
+  for path, label in paths_to_labels.items():
+    with open(path, 'rb') as f:
+      sources[path] = f.read(), label
+  return sources
+
+
+# TF decodes JPEG with its fast integer DCT (as TF-Slim did), PIL with the
+# accurate one: pixels differ by a few levels.
+JPEG_TOLERANCE = 8
+
+
+def assert_records_hold_each_source_once(name, dataset_dir, sources,
+                                         splits=('train', 'validation')):
+  """The records of `splits` are `sources` ({key: (file bytes, label)}), each once.
+
+  A record stores the file's own bytes (or, for formats re-encoded as PNG,
+  exactly PIL's pixels), its label, and decodes to PIL's pixels.
+  """
+  by_bytes = {data: key for key, (data, _) in sources.items()}
+  seen = []
+  for split in splits:
+    encoded = [tf.train.Example.FromString(record).features.feature[
+        'image/encoded'].bytes_list.value[0]
+               for path in record_files(name, split, dataset_dir)
+               for record in tf1.io.tf_record_iterator(path)]
+    images, labels = read_split(name, split, dataset_dir)  # same order
+    for data, image, label in zip(encoded, images, labels):
+      key = by_bytes.get(data)
+      if key is None:
+        key = next(k for k, (d, _) in sources.items()
+                   if np.array_equal(pil_pixels(d), image))
+      expected = pil_pixels(sources[key][0])
+      tolerance = JPEG_TOLERANCE if data[:2] == b'\xff\xd8' else 0
+      assert label == sources[key][1], key
+      assert image.shape == expected.shape, key
+      assert np.abs(image.astype(int) - expected).max() <= tolerance, key
+      seen.append(key)
+  assert sorted(seen) == sorted(sources)
 
 
 def make_tgz(path, files, links=()):
@@ -181,7 +228,8 @@ def test_cifar10_round_trips_pixels_and_labels(tmp_path):
     got_images, got_labels = read_split('cifar10', split, str(tmp_path))
     np.testing.assert_array_equal(np.stack(got_images), np.stack(images))
     assert got_labels == labels
-  assert dataset_factory.get_dataset('cifar10', 'test', str(tmp_path)).labels_to_names[9] == 'truck'
+  descriptor = dataset_factory.get_dataset('cifar10', 'test', str(tmp_path))
+  assert descriptor.labels_to_names[9] == 'truck'
 
 
 def test_cifar10_refuses_pickles_that_call_code(tmp_path):
@@ -211,24 +259,14 @@ def make_flowers_source(source_dir, per_class=4):
   return files
 
 
-def test_flowers_round_trips_original_jpeg_bytes(tmp_path):
+def test_flowers_round_trips_the_original_jpegs(tmp_path):
   files = make_flowers_source(str(tmp_path / 'src'))
   out = str(tmp_path / 'out')
   assert converters.convert('flowers', out, source_dir=str(tmp_path / 'src')) == {
       'train': 18, 'validation': 2}
-  pixels_by_label = {}
-  for name, data in files.items():
-    if name.endswith('.jpg'):
-      label = FLOWER_CLASSES.index(name.split('/')[1])
-      pixels = np.asarray(PIL.Image.open(io.BytesIO(data)).convert('RGB'))
-      pixels_by_label.setdefault(label, []).append(pixels)
-  seen = 0
-  for split in ('train', 'validation'):
-    for image, label in zip(*read_split('flowers', split, out)):
-      assert any(p.shape == image.shape and np.array_equal(p, image)
-                 for p in pixels_by_label[label])
-      seen += 1
-  assert seen == 20
+  assert_records_hold_each_source_once('flowers', out, {
+      name: (data, FLOWER_CLASSES.index(name.split('/')[1]))
+      for name, data in files.items() if name.endswith('.jpg')})
   assert dataset_factory.get_dataset('flowers', 'train', out).labels_to_names == dict(
       enumerate(FLOWER_CLASSES))
   assert os.path.basename(record_files('flowers', 'train', out)[0]) == (
@@ -251,7 +289,8 @@ def test_tar_members_escaping_the_target_are_refused(tmp_path, member, link):
   else:
     make_tgz(archive, files, links=[(member, link)])
   target = str(tmp_path / 'extract')
-  with pytest.raises(dataset_utils.ConversionError, match=re.escape('refusing to extract %r' % member)):
+  with pytest.raises(dataset_utils.ConversionError,
+                     match=re.escape('refusing to extract %r' % member)):
     dataset_utils.safe_extract_tar(archive, target)
   assert os.listdir(target) == []  # nothing extracted at all
   with pytest.raises(dataset_utils.ConversionError, match='refusing'):
@@ -282,25 +321,17 @@ def make_image_folder(root):
   return paths
 
 
-def multiset(images, labels):
-  return sorted((label, image.shape, image.tobytes()) for image, label in zip(images, labels))
-
-
 def test_image_folder_round_trips_every_image_once(tmp_path):
   paths = make_image_folder(str(tmp_path / 'src'))
   out = str(tmp_path / 'out')
   sizes = converters.convert('image_folder', out, source_dir=str(tmp_path / 'src'),
                              validation_fraction=0.2)
-  assert sizes == {'train': 14, 'validation': 4}  # stratified: 2 of each 9
-  images, labels = [], []
-  for split in ('train', 'validation'):
-    split_images, split_labels = read_split('image_folder', split, out)
-    images += split_images
-    labels += split_labels
-  expected = multiset([pil_pixels(p) for p in paths], list(paths.values()))
-  assert multiset(images, labels) == expected
+  # Per class: round(0.2 * 8) cats and round(0.2 * 9) dogs are held out.
+  assert sizes == {'train': 13, 'validation': 4}
+  assert_records_hold_each_source_once('image_folder', out, file_sources(paths))
   descriptor = dataset_factory.get_dataset('image_folder', 'validation', out)
-  assert (descriptor.num_classes, descriptor.labels_to_names) == (2, {0: 'cat', 1: 'dog'})
+  assert descriptor.num_classes == 2
+  assert descriptor.labels_to_names == {0: 'cat', 1: 'dog'}
 
 
 def test_corrupt_image_is_named_and_nothing_is_half_written(tmp_path):
@@ -311,10 +342,12 @@ def test_corrupt_image_is_named_and_nothing_is_half_written(tmp_path):
   with open(bad, 'wb') as f:
     f.write(data[:len(data) // 2])  # truncated JPEG
   out = str(tmp_path / 'out')
-  with pytest.raises(dataset_utils.ConversionError, match='cannot decode image %s' % bad):
+  with pytest.raises(dataset_utils.ConversionError,
+                     match=re.escape('cannot decode image %s' % bad)):
     converters.convert('image_folder', out, source_dir=str(tmp_path / 'src'),
-                       num_shards=1)
-  assert record_files('image_folder', 'train', out) == []
+                       num_shards=3, num_threads=2)
+  for path in record_files('image_folder', 'train', out):
+    count_records(path)  # a shard that exists is complete (truncation would raise)
   assert not os.path.exists(os.path.join(out, 'splits.json'))
   assert not [n for n in os.listdir(out) if n.endswith('.tmp')]
 
@@ -336,10 +369,11 @@ def test_imagenet_labels_start_at_1_after_background(tmp_path):
     f.write('n01440764\ttench, Tinca tinca\nn01443537\tgoldfish, Carassius auratus\n'
             'n99999999\tunused\n')
   out = str(tmp_path / 'out')
-  assert converters.convert('imagenet', out, source_dir=src) == {'train': 7, 'validation': 2}
+  sizes = converters.convert('imagenet', out, source_dir=src)
+  assert sizes == {'train': 7, 'validation': 2}
   for split in ('train', 'validation'):
-    want = [(pil_pixels(p), label) for s, p, label in expected if s == split]
-    assert multiset(*read_split('imagenet', split, out)) == multiset(*zip(*want))
+    assert_records_hold_each_source_once('imagenet', out, file_sources(
+        {p: label for s, p, label in expected if s == split}), splits=(split,))
   descriptor = dataset_factory.get_dataset('imagenet', 'train', out)
   assert descriptor.num_classes == 3
   assert descriptor.labels_to_names == {0: 'background', 1: 'tench, Tinca tinca',
@@ -353,10 +387,11 @@ def test_imagenet_labels_start_at_1_after_background(tmp_path):
 def test_digits_holds_sklearns_1797_images_scaled_to_uint8(tmp_path):
   from sklearn.datasets import load_digits
   digits = load_digits()
-  assert converters.convert('digits', str(tmp_path)) == {'train': 1437, 'validation': 360}
+  sizes = converters.convert('digits', str(tmp_path))
+  assert sizes == {'train': 1437, 'validation': 360}
   order = np.random.RandomState(0).permutation(1797)  # the documented split
   for split, indices in (('validation', order[:360]), ('train', order[360:])):
-    images, labels = read_split('digits', split, str(tmp_path))
+    images, labels = read_split('digits', split, str(tmp_path), batch_size=500)
     expected = np.round(digits.images[indices] * 255 / 16).astype(np.uint8)
     np.testing.assert_array_equal(np.stack(images)[..., 0], expected)
     assert labels == digits.target[indices].tolist()
@@ -382,7 +417,8 @@ def test_interrupted_conversion_leaves_only_complete_shards_and_resumes(
   with pytest.raises(RuntimeError, match='simulated crash'):
     converters.convert('digits', out, num_shards=4, num_threads=1)
   shards = record_files('digits', 'train', out)
-  assert [os.path.basename(p) for p in shards] == ['digits_train-00000-of-00004.tfrecord']
+  assert [os.path.basename(p) for p in shards] == [
+      'digits_train-00000-of-00004.tfrecord']
   assert count_records(shards[0]) == 359  # linspace(0, 1437, 5) -> 0, 359, 718, ...
   assert not os.path.exists(os.path.join(out, 'splits.json'))
   assert not [n for n in os.listdir(out) if n.endswith('.tmp')]
@@ -412,7 +448,8 @@ def test_tf_slim_records_in_the_way_are_refused(tmp_path):
 
 
 def test_unknown_dataset_name_suggests_the_closest(tmp_path):
-  with pytest.raises(ValueError, match="unknown dataset_name 'mnsit'; did you mean 'mnist'"):
+  with pytest.raises(ValueError,
+                     match="unknown dataset_name 'mnsit'; did you mean 'mnist'"):
     converters.convert('mnsit', str(tmp_path))
 
 

@@ -1,9 +1,12 @@
 """ResNet options beyond the default classifier: output_stride (atrous),
 feature-map outputs, non-strided block activations, conv2d_same, is_training.
 
-Small inputs and a thin network (depth_multiplier) keep these fast; the
+Small inputs and, apart from one resnet_v1_50 check, a tiny ResNet (one unit
+per block, with the strides of the published depths) keep these fast; the
 published-size graphs are covered by test_nets.py.
 """
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,12 +17,23 @@ from nets import resnet_v1
 from nets import resnet_v2
 
 tf1 = tf.compat.v1
-THIN = dict(depth_multiplier=0.125)  # base depths 8, 16, 32, 64
 
 
-def _build(network, size=64, **kwargs):
+def _tiny(builder, block_fn):
+  """`builder` over one unit per block; output depth 4 * 8 * 8 = 256."""
+  blocks = resnet_utils.standard_blocks(block_fn, (1, 1, 1, 1),
+                                        depth_multiplier=0.125)
+  return functools.partial(builder, blocks=blocks, scope='tiny')
+
+
+TINY = {'v1': _tiny(resnet_v1.resnet_v1, resnet_v1.resnet_v1_block),
+        'v2': _tiny(resnet_v2.resnet_v2, resnet_v2.resnet_v2_block)}
+
+
+def _build(network, images=None, **kwargs):
   """Builds `network` in the current graph; returns (net, end_points, vars)."""
-  images = tf1.placeholder(tf.float32, [2, size, size, 3])
+  if images is None:
+    images = tf1.placeholder(tf.float32, [2, 64, 64, 3])
   with slim.arg_scope(resnet_utils.resnet_arg_scope()):
     net, end_points = network(images, is_training=False, **kwargs)
   variables = {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
@@ -30,66 +44,58 @@ def _spatial(tensor):
   return tensor.shape.as_list()[1:3]
 
 
-@pytest.mark.parametrize('network', [resnet_v1.resnet_v1_50,
-                                     resnet_v2.resnet_v2_50])
-def test_output_stride_16_keeps_variables_and_doubles_block4_resolution(
-    network):
+def test_resnet_v1_50_output_stride_16_keeps_variables_and_doubles_block4():
   with tf.Graph().as_default():
-    _, nominal, nominal_vars = _build(network, num_classes=10)
+    _, nominal, nominal_vars = _build(resnet_v1.resnet_v1_50, num_classes=10)
   with tf.Graph().as_default():
-    _, dense, dense_vars = _build(network, num_classes=10, output_stride=16)
+    _, dense, dense_vars = _build(resnet_v1.resnet_v1_50, num_classes=10,
+                                  output_stride=16)
   assert dense_vars == nominal_vars
-  block4 = network.__name__ + '/block4'
-  assert _spatial(nominal[block4]) == [2, 2]  # 64 / 32
-  assert _spatial(dense[block4]) == [4, 4]  # 64 / 16
+  assert _spatial(nominal['resnet_v1_50/block4']) == [2, 2]  # 64 / 32
+  assert _spatial(dense['resnet_v1_50/block4']) == [4, 4]  # 64 / 16
   assert dense['predictions'].shape.as_list() == [2, 10]
 
 
-def test_atrous_output_subsampled_equals_nominal_output():
+@pytest.mark.parametrize('family', ['v1', 'v2'])
+def test_atrous_output_subsampled_equals_nominal_output(family):
   # Sizes 32k+1 align the corners of every stride, so the dense features at
   # even positions are exactly the nominal ones.
   with tf.Graph().as_default():
     images = tf.constant(np.random.RandomState(0).uniform(
         -1, 1, [2, 65, 65, 3]), tf.float32)
-    with slim.arg_scope(resnet_utils.resnet_arg_scope()):
-      nominal, _ = resnet_v1.resnet_v1_50(
-          images, None, is_training=False, global_pool=False,
-          scope='resnet', **THIN)
-      dense, _ = resnet_v1.resnet_v1_50(
-          images, None, is_training=False, global_pool=False,
-          output_stride=16, reuse=True, scope='resnet', **THIN)
+    nominal, _, _ = _build(TINY[family], images, global_pool=False)
+    dense, _, _ = _build(TINY[family], images, global_pool=False,
+                         output_stride=8, reuse=True)
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
-      nominal, dense = sess.run([nominal, resnet_utils.subsample(dense, 2)])
-  assert nominal.shape == (2, 3, 3, 64 * 4)
+      nominal, dense = sess.run([nominal, resnet_utils.subsample(dense, 4)])
+  assert nominal.shape == (2, 3, 3, 256)
   np.testing.assert_allclose(dense, nominal, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize('network', [resnet_v1.resnet_v1_50,
-                                     resnet_v2.resnet_v2_50])
-def test_no_global_pool_and_no_classes_returns_the_feature_map(network):
+@pytest.mark.parametrize('family', ['v1', 'v2'])
+def test_no_global_pool_and_no_classes_returns_the_feature_map(family):
   with tf.Graph().as_default():
-    net, end_points, variables = _build(network, num_classes=None,
+    net, end_points, variables = _build(TINY[family], num_classes=None,
                                         global_pool=False)
-  assert net.shape.as_list() == [2, 2, 2, 2048]
+  assert net.shape.as_list() == [2, 2, 2, 256]
   assert not any('/logits' in name for name in variables)
   assert 'predictions' not in end_points and 'global_pool' not in end_points
 
 
 def test_no_classes_with_global_pool_returns_pooled_features():
   with tf.Graph().as_default():
-    net, end_points, _ = _build(resnet_v1.resnet_v1_50, num_classes=0, **THIN)
+    net, end_points, _ = _build(TINY['v1'], num_classes=0)
   assert net.shape.as_list() == [2, 1, 1, 256]
   assert end_points['global_pool'] is net
 
 
 def test_store_non_strided_activations_keeps_block_ends_at_full_resolution():
   with tf.Graph().as_default():
-    net, end_points, _ = _build(resnet_v1.resnet_v1_50, num_classes=None,
-                                global_pool=False,
-                                store_non_strided_activations=True, **THIN)
-  assert _spatial(end_points['resnet_v1_50/block1']) == [16, 16]
-  assert _spatial(end_points['resnet_v1_50/block3']) == [4, 4]
+    net, end_points, _ = _build(TINY['v1'], global_pool=False,
+                                store_non_strided_activations=True)
+  assert _spatial(end_points['tiny/block1']) == [16, 16]  # 64 / 4 (root)
+  assert _spatial(end_points['tiny/block3']) == [4, 4]
   assert _spatial(net) == [2, 2]
 
 
@@ -97,7 +103,7 @@ def test_store_non_strided_activations_keeps_block_ends_at_full_resolution():
 def test_unreachable_output_stride_is_an_error(output_stride):
   with tf.Graph().as_default(), pytest.raises(ValueError,
                                               match='output_stride'):
-    _build(resnet_v1.resnet_v1_50, output_stride=output_stride, **THIN)
+    _build(TINY['v1'], output_stride=output_stride)
 
 
 @pytest.mark.parametrize('size', [8, 9])
@@ -119,6 +125,6 @@ def test_v1_is_training_none_defers_batch_norm_mode_to_outer_arg_scope():
     images = tf1.placeholder(tf.float32, [2, 64, 64, 3])
     with slim.arg_scope(resnet_utils.resnet_arg_scope()), \
         slim.arg_scope([slim.batch_norm], is_training=True):
-      resnet_v1.resnet_v1_50(images, 10, is_training=None, **THIN)
+      TINY['v1'](images, num_classes=10, is_training=None)
     updates = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
   assert updates  # training-mode batch norm registers moving-average updates

@@ -1,0 +1,361 @@
+"""Image classification on the runner: the model_fn and input_fn that the
+train, eval and export paths and the tests share.
+
+Training builds one clone per device with `model_deploy` (one code path for
+one clone and for N), TF-Slim's optimizers and learning-rate schedules,
+optional moving averages, and fine-tuning from a TF-Slim checkpoint.
+"""
+import dataclasses
+import os
+import time
+from typing import Optional, Sequence
+
+import tensorflow as tf
+import tf_slim as slim
+
+import tf_compat  # noqa: F401
+from datasets import dataset_factory, reader
+from deployment import estimator as est
+from deployment import model_deploy
+from nets import nets_factory, registry
+from preprocessing import preprocessing_factory
+
+tf1 = tf.compat.v1
+
+OPTIMIZERS = ('adadelta', 'adagrad', 'adam', 'ftrl', 'momentum', 'rmsprop',
+              'sgd')
+DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
+
+
+@dataclasses.dataclass
+class OptimizerParams:
+  """TF-Slim's optimizer and learning-rate flags, with their defaults."""
+  optimizer: str = 'rmsprop'
+  learning_rate: float = 0.01
+  end_learning_rate: float = 0.0001
+  learning_rate_decay_type: str = 'exponential'
+  learning_rate_decay_factor: float = 0.94
+  num_epochs_per_decay: float = 2.0
+  adadelta_rho: float = 0.95
+  adagrad_initial_accumulator_value: float = 0.1
+  adam_beta1: float = 0.9
+  adam_beta2: float = 0.999
+  opt_epsilon: float = 1.0
+  ftrl_learning_rate_power: float = -0.5
+  ftrl_initial_accumulator_value: float = 0.1
+  ftrl_l1: float = 0.0
+  ftrl_l2: float = 0.0
+  momentum: float = 0.9
+  rmsprop_momentum: float = 0.9
+  rmsprop_decay: float = 0.9
+  sync_replicas: bool = False
+  replicas_to_aggregate: int = 1
+
+  def validate(self):
+    if self.optimizer not in OPTIMIZERS:
+      raise ValueError(registry.unknown_name_message(
+          'optimizer', self.optimizer, OPTIMIZERS))
+    if self.learning_rate_decay_type not in DECAY_TYPES:
+      raise ValueError(registry.unknown_name_message(
+          'learning_rate_decay_type', self.learning_rate_decay_type,
+          DECAY_TYPES))
+
+
+@dataclasses.dataclass
+class ClassifierParams:
+  """Everything the classification model_fn needs (the scripts' flags)."""
+  model_name: str
+  num_classes: int  # the network's outputs: dataset classes - labels_offset
+  num_samples_per_epoch: int = 0
+  batch_size: int = 32
+  weight_decay: float = 0.00004
+  label_smoothing: float = 0.0
+  moving_average_decay: Optional[float] = None
+  trainable_scopes: Optional[Sequence[str]] = None
+  checkpoint_path: Optional[str] = None
+  checkpoint_exclude_scopes: Optional[Sequence[str]] = None
+  ignore_missing_vars: bool = False
+  optimizer: OptimizerParams = dataclasses.field(default_factory=OptimizerParams)
+  deployment: model_deploy.DeploymentConfig = dataclasses.field(
+      default_factory=model_deploy.DeploymentConfig)
+  summarize_activations: bool = True
+  log_every_n_steps: int = 10
+
+
+def split_scopes(text):
+  """'a, b' -> ['a', 'b']; None or '' -> []."""
+  return [s.strip() for s in (text or '').split(',') if s.strip()]
+
+
+# -- optimization ------------------------------------------------------------
+def configure_learning_rate(p, num_samples_per_epoch, batch_size, global_step):
+  decay_steps = int(num_samples_per_epoch * p.num_epochs_per_decay / batch_size)
+  if p.sync_replicas:
+    decay_steps //= p.replicas_to_aggregate
+  decay_steps = max(decay_steps, 1)
+  if p.learning_rate_decay_type == 'exponential':
+    return tf1.train.exponential_decay(
+        p.learning_rate, global_step, decay_steps,
+        p.learning_rate_decay_factor, staircase=True,
+        name='exponential_decay_learning_rate')
+  if p.learning_rate_decay_type == 'fixed':
+    return tf.constant(p.learning_rate, name='fixed_learning_rate')
+  return tf1.train.polynomial_decay(
+      p.learning_rate, global_step, decay_steps, p.end_learning_rate,
+      power=1.0, cycle=False, name='polynomial_decay_learning_rate')
+
+
+def configure_optimizer(p, learning_rate):
+  train = tf1.train
+  makers = {
+      'adadelta': lambda: train.AdadeltaOptimizer(
+          learning_rate, rho=p.adadelta_rho, epsilon=p.opt_epsilon),
+      'adagrad': lambda: train.AdagradOptimizer(
+          learning_rate,
+          initial_accumulator_value=p.adagrad_initial_accumulator_value),
+      'adam': lambda: train.AdamOptimizer(
+          learning_rate, beta1=p.adam_beta1, beta2=p.adam_beta2,
+          epsilon=p.opt_epsilon),
+      'ftrl': lambda: train.FtrlOptimizer(
+          learning_rate, learning_rate_power=p.ftrl_learning_rate_power,
+          initial_accumulator_value=p.ftrl_initial_accumulator_value,
+          l1_regularization_strength=p.ftrl_l1,
+          l2_regularization_strength=p.ftrl_l2),
+      'momentum': lambda: train.MomentumOptimizer(
+          learning_rate, momentum=p.momentum, name='Momentum'),
+      'rmsprop': lambda: train.RMSPropOptimizer(
+          learning_rate, decay=p.rmsprop_decay, momentum=p.rmsprop_momentum,
+          epsilon=p.opt_epsilon),
+      'sgd': lambda: train.GradientDescentOptimizer(learning_rate),
+  }
+  p.validate()
+  return makers[p.optimizer]()
+
+
+def variables_to_train(trainable_scopes):
+  if not trainable_scopes:
+    return tf1.trainable_variables()
+  chosen = []
+  for scope in trainable_scopes:
+    found = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, scope)
+    if not found:
+      raise ValueError("--trainable_scopes: scope '%s' matches no trainable "
+                       'variable' % scope)
+    chosen.extend(found)
+  return chosen
+
+
+# -- fine-tuning -------------------------------------------------------------
+def resolve_checkpoint(path, what='--checkpoint_path'):
+  """A checkpoint file prefix from a file prefix or a directory."""
+  if tf.io.gfile.isdir(path):
+    found = tf.train.latest_checkpoint(path)
+    if not found:
+      raise ValueError("%s '%s' is a directory without a checkpoint" % (
+          what, path))
+    return found
+  if not tf1.train.checkpoint_exists(path):
+    raise ValueError("%s '%s' is not a checkpoint" % (what, path))
+  return path
+
+
+def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars):
+  """Scaffold init_fn restoring model variables not excluded, after checking
+  names and shapes against the checkpoint (the mismatches are listed).
+
+  MonitoredTrainingSession calls it only when the model_dir has no
+  checkpoint of its own, so a restarted run resumes instead.
+  """
+  checkpoint = resolve_checkpoint(checkpoint_path)
+  exclusions = [s.rstrip('/') for s in exclude_scopes or ()]
+  chosen = [v for v in slim.get_model_variables()
+            if not any(v.op.name == e or v.op.name.startswith(e + '/')
+                       for e in exclusions)]
+  shapes = dict(tf.train.list_variables(checkpoint))
+  missing = [v.op.name for v in chosen if v.op.name not in shapes]
+  wrong = ['%s %s (checkpoint: %s)' % (v.op.name, v.shape.as_list(),
+                                       shapes[v.op.name])
+           for v in chosen
+           if v.op.name in shapes and v.shape.as_list() != shapes[v.op.name]]
+  if wrong:
+    raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
+                     ' with other shapes, first: %s; exclude them with '
+                     '--checkpoint_exclude_scopes' % (checkpoint, len(wrong),
+                                                       '; '.join(wrong[:3])))
+  if missing and not ignore_missing_vars:
+    raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
+                     ' missing, first: %s; pass --ignore_missing_vars or '
+                     '--checkpoint_exclude_scopes' % (
+                         checkpoint, len(missing), ', '.join(missing[:3])))
+  chosen = [v for v in chosen if v.op.name in shapes]
+  if not chosen:
+    raise ValueError("checkpoint '%s' shares no variable with the network" %
+                     checkpoint)
+  tf1.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint,
+                   len(chosen))
+  saver = tf1.train.Saver(chosen)
+  return lambda scaffold, session: saver.restore(session, checkpoint)
+
+
+# -- the model_fn ------------------------------------------------------------
+def _add_losses(logits, end_points, labels, num_classes, label_smoothing):
+  onehot = tf.one_hot(labels, num_classes)
+  if 'AuxLogits' in end_points:
+    tf1.losses.softmax_cross_entropy(
+        onehot, tf1.layers.flatten(end_points['AuxLogits']),
+        label_smoothing=label_smoothing, weights=0.4, scope='aux_loss')
+  tf1.losses.softmax_cross_entropy(onehot, logits,
+                                   label_smoothing=label_smoothing, weights=1.0)
+
+
+def _activation_summaries(end_points):
+  for name, tensor in end_points.items():
+    tf1.summary.histogram('activations/' + name, tensor)
+    tf1.summary.scalar('sparsity/' + name, tf.nn.zero_fraction(tensor))
+
+
+def model_fn(features, labels, mode, params):
+  """Classification model_fn; params['classifier'] is a ClassifierParams."""
+  p = params['classifier']
+  is_training = mode == est.ModeKeys.TRAIN
+  network_fn = nets_factory.get_network_fn(
+      p.model_name, p.num_classes, weight_decay=p.weight_decay,
+      is_training=is_training)
+  global_step = tf1.train.get_or_create_global_step()
+
+  if is_training:
+    def clone_fn(images, clone_labels):
+      logits, end_points = network_fn(images)
+      _add_losses(logits, end_points, clone_labels, p.num_classes,
+                  p.label_smoothing)
+      return end_points
+
+    p.optimizer.validate()
+    clones = model_deploy.create_clones(p.deployment, clone_fn,
+                                        [features, labels])
+    if p.summarize_activations:
+      _activation_summaries(clones[0].outputs)
+    for variable in slim.get_model_variables():
+      tf1.summary.histogram(variable.op.name, variable)
+    with tf.device(p.deployment.optimizer_device()):
+      learning_rate = configure_learning_rate(
+          p.optimizer, p.num_samples_per_epoch, p.batch_size, global_step)
+      optimizer = configure_optimizer(p.optimizer, learning_rate)
+      tf1.summary.scalar('learning_rate', learning_rate)
+    update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+    total_loss, grads_and_vars = model_deploy.optimize_clones(
+        clones, optimizer, var_list=variables_to_train(p.trainable_scopes))
+    tf1.summary.scalar('total_loss', total_loss)
+    with tf.device(p.deployment.optimizer_device()):
+      apply_op = optimizer.apply_gradients(grads_and_vars,
+                                           global_step=global_step)
+    with tf.control_dependencies(update_ops + [apply_op]):
+      train_op = tf.identity(total_loss, name='train_op')
+    if p.moving_average_decay:
+      with tf.device(p.deployment.variables_device()):
+        ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
+                                                 global_step)
+        with tf.control_dependencies([train_op]):
+          train_op = ema.apply(slim.get_model_variables())
+    init_fn = None
+    if p.checkpoint_path:
+      init_fn = fine_tune_init_fn(p.checkpoint_path,
+                                  p.checkpoint_exclude_scopes,
+                                  p.ignore_missing_vars)
+    progress = ProgressHook(total_loss, p.batch_size, p.log_every_n_steps)
+    return est.EstimatorSpec(mode, loss=total_loss, train_op=train_op,
+                             scaffold=tf1.train.Scaffold(init_fn=init_fn),
+                             training_hooks=[progress])
+
+  clones = model_deploy.create_clones(
+      p.deployment, lambda images: network_fn(images)[0], [features])
+  logits = tf.concat([c.outputs for c in clones], axis=0)
+  predictions = {'classes': tf.argmax(logits, 1),
+                 'probabilities': tf.nn.softmax(logits, name='Predictions')}
+  scaffold = None
+  if p.moving_average_decay:
+    ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
+                                             global_step)
+    to_restore = ema.variables_to_restore(slim.get_model_variables())
+    to_restore[global_step.op.name] = global_step
+    scaffold = tf1.train.Scaffold(saver=tf1.train.Saver(to_restore))
+  if mode == est.ModeKeys.PREDICT:
+    return est.EstimatorSpec(
+        mode, predictions=predictions, scaffold=scaffold,
+        export_outputs={'serving_default': est.export.PredictOutput(
+            predictions)})
+  labels = tf.cast(labels, tf.int64)
+  loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+  metrics = {
+      'Accuracy': tf1.metrics.accuracy(labels, predictions['classes']),
+      'Recall_5': tf1.metrics.recall_at_k(labels, logits,
+                                          min(5, p.num_classes)),
+  }
+  return est.EstimatorSpec(mode, predictions=predictions, loss=loss,
+                           eval_metric_ops=metrics, scaffold=scaffold)
+
+
+# -- the input_fn ------------------------------------------------------------
+def make_input_fn(descriptor, model_name, batch_size, is_training,
+                  preprocessing_name=None, image_size=None, num_readers=4,
+                  num_preprocessing_threads=4, labels_offset=0,
+                  num_epochs=None, deterministic=False, seed=None):
+  """input_fn reading `descriptor`'s records, preprocessed for `model_name`."""
+  info = nets_factory.get_info(model_name)
+  preprocess = preprocessing_factory.get_preprocessing(
+      preprocessing_name or model_name, is_training=is_training)
+  size = image_size or info.default_image_size
+
+  def input_fn():
+    return reader.make_dataset(
+        descriptor, batch_size,
+        preprocess_fn=lambda image: preprocess(image, size, size),
+        is_training=is_training, num_readers=num_readers,
+        num_preprocessing_threads=num_preprocessing_threads,
+        num_epochs=num_epochs, seed=seed, deterministic=deterministic,
+        labels_offset=labels_offset)
+
+  return input_fn
+
+
+class ProgressHook(tf1.train.SessionRunHook):
+  """Logs step, loss and examples/sec every `every_n_steps` steps."""
+
+  def __init__(self, loss, batch_size, every_n_steps, log=print):
+    self._loss, self._batch_size = loss, batch_size
+    self._every, self._log = max(int(every_n_steps or 1), 1), log
+    self._count = 0
+    self._since = None
+
+  def begin(self):
+    self._step = tf1.train.get_global_step()
+
+  def before_run(self, run_context):
+    if self._since is None:
+      self._since = time.time()
+    return tf1.train.SessionRunArgs([self._step, self._loss])
+
+  def after_run(self, run_context, run_values):
+    self._count += 1
+    if self._count % self._every == 0:
+      step, loss = run_values.results
+      elapsed = max(time.time() - self._since, 1e-9)
+      self._log('step %d: loss = %.4f (%.1f examples/sec)' % (
+          step, loss, self._count * self._batch_size / elapsed))
+      self._count, self._since = 0, time.time()
+
+
+def one_line(error):
+  """One line for an error. A TensorFlow run-time error's message is a graph
+  trace whose last unindented line is the cause."""
+  text = getattr(error, 'message', None) or str(error) or repr(error)
+  lines = [l.strip() for l in text.splitlines()
+           if l.strip() and not l[0].isspace() and not l.startswith('Node:')]
+  if isinstance(error, tf.errors.OpError) and lines:
+    return lines[-1]
+  return lines[0] if lines else repr(error)
+
+
+def check_train_dir(path):
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise ValueError("--train_dir '%s' is a file, not a directory" % path)

@@ -1,0 +1,116 @@
+"""Evaluates a trained network (TF-Slim's flags); prints `name = value` lines.
+
+    python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
+        --dataset_split_name=validation --model_name=lenet --checkpoint_path=runs/lenet
+
+--checkpoint_path is a checkpoint file or a directory (its latest checkpoint);
+--wait_for_checkpoints evaluates every new checkpoint of the directory until
+--eval_timeout_secs pass without one. Trained with --moving_average_decay,
+the network is evaluated with the moving averages.
+"""
+import math
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+import tf_compat  # noqa: F401
+import tensorflow as tf
+
+import classifier
+from datasets import dataset_factory
+from deployment import estimator as est
+from nets import nets_factory
+
+tf1 = tf.compat.v1
+F = flags.FLAGS
+
+flags.DEFINE_integer('batch_size', 100, 'Images per batch.')
+flags.DEFINE_integer('max_num_batches', None,
+                     'Batches to evaluate (default: the whole split once).')
+flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
+flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
+                    'Checkpoint file or directory of checkpoints.')
+flags.DEFINE_string('eval_dir', None,
+                    'Where summaries go (default: <checkpoint dir>/eval).')
+flags.DEFINE_integer('num_preprocessing_threads', 4,
+                     'Parallel decode/preprocess calls.')
+flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.')
+flags.DEFINE_string('dataset_name', 'imagenet', 'Dataset to evaluate on.')
+flags.DEFINE_string('dataset_split_name', 'test', 'Split to evaluate.')
+flags.DEFINE_string('dataset_dir', None, 'Directory of the converted dataset.')
+flags.DEFINE_integer('labels_offset', 0,
+                     'Subtracted from labels (1 drops ImageNet background).')
+flags.DEFINE_string('model_name', 'inception_v3', 'Network to evaluate.')
+flags.DEFINE_string('preprocessing_name', None,
+                    'Preprocessing; defaults to the network\'s.')
+flags.DEFINE_float('moving_average_decay', None,
+                   'Evaluate the moving averages kept with this decay.')
+flags.DEFINE_integer('eval_image_size', None,
+                     'Input size; defaults to the network\'s.')
+flags.DEFINE_boolean('wait_for_checkpoints', False,
+                     'Evaluate each new checkpoint of --checkpoint_path.')
+flags.DEFINE_integer('eval_interval_secs', 60,
+                     'Seconds between polls for a new checkpoint.')
+flags.DEFINE_integer('eval_timeout_secs', None,
+                     'Stop waiting after this long without a new checkpoint.')
+
+
+def checkpoints():
+  """The checkpoint(s) to evaluate, in order."""
+  if not F.wait_for_checkpoints:
+    yield classifier.resolve_checkpoint(F.checkpoint_path)
+    return
+  if not tf.io.gfile.isdir(F.checkpoint_path):
+    raise ValueError("--wait_for_checkpoints needs a directory, got "
+                     "--checkpoint_path '%s'" % F.checkpoint_path)
+  for path in tf.train.checkpoints_iterator(
+      F.checkpoint_path, min_interval_secs=F.eval_interval_secs,
+      timeout=F.eval_timeout_secs):
+    yield path
+
+
+def main(_):
+  try:
+    nets_factory.get_info(F.model_name)
+    if F.dataset_dir is None:
+      raise ValueError('--dataset_dir is required')
+    dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
+                                          F.dataset_dir)
+    params = classifier.ClassifierParams(
+        model_name=F.model_name,
+        num_classes=dataset.num_classes - F.labels_offset,
+        batch_size=F.batch_size, moving_average_decay=F.moving_average_decay)
+    input_fn = classifier.make_input_fn(
+        dataset, F.model_name, F.batch_size, is_training=False,
+        preprocessing_name=F.preprocessing_name, image_size=F.eval_image_size,
+        num_readers=F.num_readers,
+        num_preprocessing_threads=F.num_preprocessing_threads,
+        labels_offset=F.labels_offset, num_epochs=1, deterministic=True)
+    steps = F.max_num_batches or math.ceil(dataset.num_samples / F.batch_size)
+    for checkpoint in checkpoints():
+      # Summaries go to <eval model dir>/eval.
+      eval_dir = F.eval_dir or os.path.dirname(checkpoint)
+      estimator = est.Estimator(
+          classifier.model_fn, eval_dir,
+          config=est.RunConfig(log_step_count_steps=None),
+          params={'classifier': params})
+      results = estimator.evaluate(input_fn, steps=steps,
+                                   checkpoint_path=checkpoint)
+      print('Evaluated %s (step %d) on %s/%s' % (
+          checkpoint, results['global_step'], F.dataset_name,
+          F.dataset_split_name))
+      for name in sorted(results):
+        if name not in ('global_step', 'loss'):
+          print('%s = %.4f' % (name, results[name]))
+      sys.stdout.flush()
+  except (ValueError, tf.errors.OpError) as e:
+    print('eval_image_classifier: error: %s' % classifier.one_line(e),
+          file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(lambda argv: sys.exit(main(argv)))
