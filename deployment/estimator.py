@@ -269,6 +269,9 @@ class Estimator(object):
     """Trains until `steps` more steps, `max_steps` in all, or input ends."""
     if steps is not None and max_steps is not None:
       raise ValueError('set at most one of steps and max_steps')
+    for name, value in (('steps', steps), ('max_steps', max_steps)):
+      if value is not None and value < 1:
+        raise ValueError('%s must be at least 1, got %r' % (name, value))
     if max_steps is not None and self.latest_checkpoint():
       done = tf.train.load_variable(self.latest_checkpoint(), 'global_step')
       if done >= max_steps:
