@@ -1,4 +1,4 @@
-"""The builder shared by MobileNet v2, v3 and EdgeTPU: a network is a list of ops.
+"""The builder shared by MobileNet v2, v3 and EdgeTPU: a net is a list of ops.
 
 A conv_defs dict describes an architecture:
   {'defaults': {(layer_fn, ...): {arg: value}},   # arg_scope defaults
@@ -12,6 +12,7 @@ the tensors named '*output' inside each layer's scope as 'layer_<i>/<name>'.
 """
 import collections
 import contextlib
+import inspect
 import os
 
 import tensorflow as tf
@@ -26,7 +27,7 @@ tf1 = tf.compat.v1
 @slim.add_arg_scope
 def depth_multiplier(output_params, multiplier, divisible_by=8, min_depth=8,
                      **unused_kwargs):
-  """Thins `output_params['num_outputs']` in place, rounded by make_divisible."""
+  """Thins output_params['num_outputs'] in place, rounded by make_divisible."""
   if 'num_outputs' not in output_params:
     return
   output_params['num_outputs'] = blocks.make_divisible(
@@ -42,7 +43,7 @@ Op = collections.namedtuple('Op', ['op', 'params', 'multiplier_func'])
 
 
 def op(opfunc, multiplier_func=depth_multiplier, **params):
-  """One layer of a spec: `opfunc(net, **params)`, thinned by `multiplier_func`."""
+  """One layer of a spec: opfunc(net, **params), thinned by multiplier_func."""
   multiplier_func = params.pop('multiplier_transform', multiplier_func)
   return Op(opfunc, params=params, multiplier_func=multiplier_func)
 
@@ -72,6 +73,13 @@ def _batch_norm_mode(is_training):
   if is_training is None:
     return contextlib.nullcontext()
   return slim.arg_scope([slim.batch_norm], is_training=is_training)
+
+
+def _takes_argument(fn, name):
+  try:
+    return name in inspect.signature(fn).parameters
+  except (TypeError, ValueError):  # builtins without a signature
+    return False
 
 
 @contextlib.contextmanager
@@ -114,7 +122,8 @@ def mobilenet_base(inputs,
     ValueError: multiplier <= 0 or output_stride not None, 1 or even.
   """
   if multiplier <= 0:
-    raise ValueError('multiplier must be greater than zero, got %r' % multiplier)
+    raise ValueError('multiplier must be greater than zero, got %r'
+                     % multiplier)
   if output_stride is not None and (
       output_stride == 0 or (output_stride > 1 and output_stride % 2)):
     raise ValueError('output_stride must be None, 1 or a multiple of 2, got %r'
@@ -147,10 +156,12 @@ def mobilenet_base(inputs,
       if layer_rate > 1 and tuple(params.get('kernel_size', ())) != (1, 1):
         params['rate'] = layer_rate
       if use_explicit_padding:
-        if 'kernel_size' in params:
-          net = blocks.fixed_padding(net, params['kernel_size'], layer_rate)
-        else:
+        # Blocks pad their own inner convolutions; a plain layer gets its
+        # input padded here.
+        if _takes_argument(opdef.op, 'use_explicit_padding'):
           params['use_explicit_padding'] = True
+        elif 'kernel_size' in params:
+          net = blocks.fixed_padding(net, params['kernel_size'], layer_rate)
 
       end_point = 'layer_%d' % (i + 1)
       first_new_op = len(graph.get_operations())
@@ -274,8 +285,8 @@ def training_scope(is_training=True,
   batch_norm_args = {k: v for k, v in
                      (('decay', bn_decay), ('is_training', is_training))
                      if v is not None}
-  dropout_args = {k: v for k, v in
-                  (('is_training', is_training), ('keep_prob', dropout_keep_prob))
+  dropout_args = {k: v for k, v in (('is_training', is_training),
+                                    ('keep_prob', dropout_keep_prob))
                   if v is not None}
   with slim.arg_scope(
       [slim.conv2d, slim.fully_connected, slim.separable_conv2d],

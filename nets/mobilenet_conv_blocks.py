@@ -46,7 +46,7 @@ def make_divisible(value, divisor, min_value=None):
 
 
 def split_divisible(num, num_ways, divisible_by=8):
-  """Splits `num` into `num_ways` near-equal parts, each a multiple of `divisible_by`."""
+  """Splits `num` into `num_ways` near-equal multiples of `divisible_by`."""
   if num % divisible_by or num / num_ways < divisible_by:
     raise ValueError('cannot split %d channels %d ways in multiples of %d'
                      % (num, num_ways, divisible_by))
@@ -62,8 +62,9 @@ def split_divisible(num, num_ways, divisible_by=8):
 
 
 def expand_input_by_factor(factor, divisible_by=8):
-  """An `expansion_size` for expanded_conv: the block's input depth times `factor`."""
-  return lambda num_inputs, **_: make_divisible(num_inputs * factor, divisible_by)
+  """An expanded_conv `expansion_size`: the input depth times `factor`."""
+  return lambda num_inputs, **_: make_divisible(num_inputs * factor,
+                                                divisible_by)
 
 
 def hard_sigmoid(x):
@@ -88,7 +89,8 @@ def split_conv(input_tensor, num_outputs, num_ways, scope, divisible_by=8,
   if num_ways == 1 or min(depth // num_ways,
                           num_outputs // num_ways) < divisible_by:
     return slim.conv2d(input_tensor, num_outputs, [1, 1], scope=scope, **kwargs)
-  inputs = tf.split(input_tensor, split_divisible(depth, num_ways, divisible_by),
+  inputs = tf.split(input_tensor,
+                    split_divisible(depth, num_ways, divisible_by),
                     axis=3, name='split_' + scope)
   outputs = []
   sizes = split_divisible(num_outputs, num_ways, divisible_by)
