@@ -101,6 +101,17 @@ def _training_hparams(config, default_config, is_training):
   return hparams
 
 
+def _drop_path_step(hparams, current_step):
+  """The step drop-path ramps with: `current_step`, else the global step.
+
+  Fetched here, before any cell scope is entered, so a global step created on
+  first use is named 'global_step' rather than 'cell_0/.../global_step'.
+  """
+  if current_step is None and hparams.drop_path_keep_prob < 1.0:
+    current_step = tf1.train.get_or_create_global_step()
+  return current_step
+
+
 def _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon):
   """Convs without biases or activation (cells place relu and batch norm
   themselves), fan-out variance-scaling init, L2 decay, scaled batch norm."""
@@ -317,6 +328,7 @@ def _build(images, num_classes, is_training, config, default_config,
   """The shared body of the three build_nasnet_* functions."""
   hparams = _training_hparams(config, default_config, is_training)
   images = _to_data_format(images, hparams.data_format)
+  current_step = _drop_path_step(hparams, current_step)
   # Drop-path depth counts the two reduction cells (and the stem cells).
   total_num_cells = hparams.num_cells + 2
   if stem_type == 'imagenet':

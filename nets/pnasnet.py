@@ -88,7 +88,7 @@ class PNasNetNormalCell(nasnet_utils.NasNetABaseCell):
 # pylint: disable=protected-access  (the stem, aux head and classifier are
 # NASNet's, shared rather than copied)
 def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
-                        is_training, final_endpoint=None):
+                        is_training, final_endpoint=None, current_step=None):
   """Stem, cells (strided at 1/3 and 2/3 of depth), classifier.
 
   Returns (logits, end_points); with a falsy num_classes the pooled features,
@@ -97,7 +97,8 @@ def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
   points = nasnet._EndPoints(final_endpoint)
   reduction_indices = nasnet_utils.calc_reduction_layers(
       hparams.num_cells, hparams.num_reduction_layers)
-  net, cell_outputs = nasnet._imagenet_stem(images, hparams, normal_cell)
+  net, cell_outputs = nasnet._imagenet_stem(images, hparams, normal_cell,
+                                             current_step=current_step)
   if points.add('Stem', net):
     return net, points.end_points
 
@@ -117,7 +118,8 @@ def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
     net = normal_cell(net, scope='cell_{}'.format(cell_num),
                       filter_scaling=filter_scaling,
                       stride=2 if is_reduction else 1,
-                      prev_layer=prev_layer, cell_num=true_cell_num)
+                      prev_layer=prev_layer, cell_num=true_cell_num,
+                      current_step=current_step)
     if points.add('Cell_{}'.format(cell_num), net):
       return net, points.end_points
     true_cell_num += 1
@@ -136,6 +138,7 @@ def _build(images, num_classes, is_training, config, default_config,
   """The shared body of build_pnasnet_large and build_pnasnet_mobile."""
   hparams = nasnet._training_hparams(config, default_config, is_training)
   images = nasnet._to_data_format(images, hparams.data_format)
+  current_step = nasnet._drop_path_step(hparams, None)
   # No separate reduction cells: the body cells plus the two stem cells.
   total_num_cells = hparams.num_cells + 2
   normal_cell = PNasNetNormalCell(
@@ -145,7 +148,8 @@ def _build(images, num_classes, is_training, config, default_config,
     return _build_pnasnet_base(images, normal_cell=normal_cell,
                                num_classes=num_classes, hparams=hparams,
                                is_training=is_training,
-                               final_endpoint=final_endpoint)
+                               final_endpoint=final_endpoint,
+                               current_step=current_step)
 # pylint: enable=protected-access
 
 

@@ -77,12 +77,11 @@ def test_two_clones_on_cpu_train_through_the_same_script(digits_dir, tmp_path):
 
 # -- fine-tuning (in process, through the same model_fn) ----------------------
 def _estimator(train_dir, digits, **overrides):
+  overrides.setdefault('optimizer', classifier.OptimizerParams(
+      optimizer='sgd', learning_rate=0.1))
   params = classifier.ClassifierParams(
       model_name='lenet', num_classes=10, num_samples_per_epoch=1437,
-      batch_size=16, weight_decay=0.0,
-      optimizer=classifier.OptimizerParams(optimizer='sgd',
-                                           learning_rate=0.1),
-      log_every_n_steps=1000, **overrides)
+      batch_size=16, weight_decay=0.0, log_every_n_steps=1000, **overrides)
   config = est.RunConfig(tf_random_seed=0, log_step_count_steps=None,
                          save_summary_steps=None)
   return est.Estimator(classifier.model_fn, train_dir, config=config,
@@ -235,3 +234,49 @@ def test_train_dir_that_is_a_file_is_refused_untouched(digits_dir, tmp_path):
   assert result.returncode != 0
   assert re.search(r"--train_dir '.*a_file' is a file", error_line(result))
   assert path.read_text() == 'precious'
+
+
+# -- optimizers, schedules, moving averages, eval modes -------------------------
+@pytest.mark.parametrize('optimizer', classifier.OPTIMIZERS)
+def test_every_optimizer_takes_a_step(optimizer, digits_dir, tmp_path):
+  estimator = _estimator(str(tmp_path), digits_dir,
+                         optimizer=classifier.OptimizerParams(
+                             optimizer=optimizer, learning_rate=0.01))
+  estimator.train(_input_fn(digits_dir), max_steps=1)
+  assert est.global_step_of(estimator.latest_checkpoint()) == 1
+
+
+@pytest.mark.parametrize('decay, want', [
+    ('fixed', [0.1, 0.1, 0.1]),
+    ('exponential', [0.1, 0.1, 0.025]),  # staircase: halves every 10 steps
+    ('polynomial', [0.1, 0.0505, 0.001])])  # linear to the end over 10 steps
+def test_learning_rate_schedules(decay, want):
+  p = classifier.OptimizerParams(learning_rate=0.1, end_learning_rate=0.001,
+                                 learning_rate_decay_type=decay,
+                                 learning_rate_decay_factor=0.5,
+                                 num_epochs_per_decay=1.0)
+  with tf.Graph().as_default():
+    step = tf1.placeholder(tf.int64, [])
+    rate = classifier.configure_learning_rate(p, 100, 10, step)  # 10 steps/epoch
+    with tf1.Session() as sess:
+      got = [sess.run(rate, {step: s}) for s in (0, 5, 20)]
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_moving_averages_are_kept_and_used_for_evaluation(digits_dir, tmp_path):
+  trained = _estimator(str(tmp_path), digits_dir, moving_average_decay=0.5)
+  trained.train(_input_fn(digits_dir), max_steps=3)
+  checkpoint = trained.latest_checkpoint()
+  names = dict(tf.train.list_variables(checkpoint))
+  assert 'LeNet/fc4/weights/ExponentialMovingAverage' in names
+  shadow = tf.train.load_variable(checkpoint,
+                                  'LeNet/fc4/weights/ExponentialMovingAverage')
+  assert not np.array_equal(shadow, tf.train.load_variable(
+      checkpoint, 'LeNet/fc4/weights'))
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir)
+  eval_in = classifier.make_input_fn(dataset, 'lenet', 120, False,
+                                     num_epochs=1, deterministic=True)
+  with_averages = trained.evaluate(eval_in)
+  plain = _estimator(str(tmp_path), digits_dir).evaluate(eval_in)
+  assert with_averages['global_step'] == plain['global_step'] == 3
+  assert with_averages['loss'] != pytest.approx(plain['loss'], abs=1e-7)
