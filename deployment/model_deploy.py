@@ -190,9 +190,8 @@ def _clone_loss(clone, regularization_losses):
       parts.append(clone_loss * clone.weight)
     if regularization_losses:
       parts.append(tf.add_n(regularization_losses, name='regularization_loss'))
-  if clone_loss is not None:
-    name = clone.scope + '/clone_loss' if clone.scope else 'clone_loss'
-    tf1.summary.scalar(name, clone_loss)
+  if clone_loss is not None:  # tagged '<clone scope>/clone_loss' by the caller's scope
+    tf1.summary.scalar('clone_loss', clone_loss)
   return tf.add_n(parts) if parts else None, clone_loss
 
 
@@ -275,9 +274,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
         train_op = tf.identity(total_loss, name='train_op')
   else:
     regularization = tf1.losses.get_regularization_losses()
-    total_loss = tf.add_n(
-        [_clone_loss(c, regularization if i == 0 else None)[0]
-         for i, c in enumerate(clones)], name='total_loss')
+    losses = []
+    for i, clone in enumerate(clones):
+      with tf1.name_scope(clone.scope or None):
+        losses.append(_clone_loss(clone, regularization if i == 0 else None)[0])
+    total_loss = tf.add_n(losses, name='total_loss')
   tf1.summary.scalar('total_loss', total_loss)
   summary_op = tf1.summary.merge_all()
   return DeployedModel(train_op, summary_op, total_loss, clones)
