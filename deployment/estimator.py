@@ -177,6 +177,16 @@ def _call_with_supported_args(fn, candidates):
   return fn(**{k: v for k, v in candidates.items() if k in accepted})
 
 
+def call_model_fn(model_fn, features, labels, mode, params, config):
+  """Calls a model_fn with the arguments it declares; checks its result."""
+  spec = _call_with_supported_args(model_fn, dict(
+      features=features, labels=labels, mode=mode, params=params,
+      config=config))
+  if not isinstance(spec, EstimatorSpec):
+    raise TypeError('model_fn must return an EstimatorSpec, got %r' % spec)
+  return spec
+
+
 def _features_and_labels(result):
   """input_fn may return a Dataset, (features, labels) or features."""
   if isinstance(result, tf.data.Dataset):
@@ -217,12 +227,8 @@ class Estimator(object):
 
   # -- graph building ------------------------------------------------------
   def _call_model_fn(self, features, labels, mode):
-    spec = _call_with_supported_args(self._model_fn, dict(
-        features=features, labels=labels, mode=mode,
-        params=dict(self._params), config=self._config))
-    if not isinstance(spec, EstimatorSpec):
-      raise TypeError('model_fn must return an EstimatorSpec, got %r' % spec)
-    return spec
+    return call_model_fn(self._model_fn, features, labels, mode,
+                         dict(self._params), self._config)
 
   def _build(self, input_fn, mode):
     if self._config.tf_random_seed is not None:
@@ -232,8 +238,7 @@ class Estimator(object):
       features, labels = _features_and_labels(_call_with_supported_args(
           input_fn, dict(params=dict(self._params), config=self._config,
                          mode=mode)))
-    device_fn = self._device_fn()
-    with tf.device(device_fn):
+    with tf1.device(self._device_fn()):  # tf.device takes no functions
       return self._call_model_fn(features, labels, mode), global_step
 
   def _device_fn(self):
@@ -429,8 +434,9 @@ class Estimator(object):
           builder.add_meta_graph_and_variables(
               sess, [tf1.saved_model.tag_constants.SERVING],
               signature_def_map=signatures,
-              main_op=tf1.tables_initializer(), strip_default_attrs=True,
-              clear_devices=True)
+              main_op=tf.group(tf1.local_variables_initializer(),
+                               tf1.tables_initializer()),
+              strip_default_attrs=True, clear_devices=True)
           builder.save(as_text)
         for dest, source in (assets_extra or {}).items():
           target = os.path.join(temp_dir, 'assets.extra', dest)

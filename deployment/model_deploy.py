@@ -2,29 +2,74 @@
 
 The semantics, shared by TF-Slim style training (`deploy`) and by
 `replicate_model_fn` (deployment/replicate.py):
-  * one clone per device; model variables live on one variables device (the
-    CPU when there are several clones, the clone's own device for one);
+  * placement: one device function per clone (`DeploymentConfig.
+    device_function`) puts every variable op -- slim, tf.compat.v1.layers,
+    get_variable, Keras legacy layers, optimizer slots, moving averages,
+    metric variables -- on the variables device (the CPU when there are
+    several clones, the clone's own device for one, the parameter servers in
+    a cluster) and every other op on the clone's device. An explicit
+    `tf.device` inside the model still wins, as in TensorFlow.
   * the input batch is split along its first dimension; a batch that does not
     divide evenly gives the remainder to the last clone;
   * each clone's loss covers its slice; the gradient applied is the average of
     the clones' gradients weighted by each clone's share of the batch, so N
-    clones take exactly the step one clone takes on the whole batch;
-  * regularization losses are added once; every clone's batch-norm update ops
-    run each step; the reported loss is the (share-weighted) mean over clones.
+    clones take exactly the step one clone takes on the whole batch; the
+    reported loss is the share-weighted mean of the clone losses;
+    regularization losses are added once;
+  * batch norm, TF-Slim's rule: the moving statistics are updated once per
+    step, from the FIRST clone's batch statistics. Only the first clone's
+    update ops are in the UPDATE_OPS collection (during and after the build),
+    so every consumer -- `deploy`, `create_train_op`, `optimize_loss`, a
+    model_fn's own `control_dependencies` -- runs exactly one update,
+    whatever the clone count. (Averaging the clones' statistics would need a
+    cross-device reduction inside each batch-norm layer; the first clone's
+    rule is deterministic and the same for 1 or N clones.)
+  * what a clone owns is what it added to the graph's collections while it
+    was built (losses, update ops), never a match on scope names, so 12
+    clones or an outer name scope select exactly; summaries are kept from
+    the first clone only, and per-clone losses are tagged `losses/clone_<i>`.
 """
 import collections
 import contextlib
 
 import tensorflow as tf
-import tf_slim as slim
+import tf_slim as slim  # noqa: F401  (TF-Slim users import model_deploy with slim)
 
 import tf_compat  # noqa: F401
 
 tf1 = tf.compat.v1
 
-Clone = collections.namedtuple('Clone', ['outputs', 'scope', 'device', 'weight'])
+# Ops that hold state: they go to the variables device (the same list as
+# tf.compat.v1.train.replica_device_setter's parameter-server ops).
+VARIABLE_OP_TYPES = frozenset([
+    'Variable', 'VariableV2', 'AutoReloadVariable', 'VarHandleOp',
+    'MutableHashTable', 'MutableHashTableV2', 'MutableHashTableOfTensors',
+    'MutableHashTableOfTensorsV2', 'MutableDenseHashTable',
+    'MutableDenseHashTableV2'])
+
+_Clone = collections.namedtuple(
+    'Clone', ['outputs', 'scope', 'device', 'weight', 'losses', 'update_ops'])
+
+
+class Clone(_Clone):
+  """A built clone: its outputs, name scope, device, share of the batch, and
+  the losses and update ops it added (None: select them by scope name)."""
+
+  def __new__(cls, outputs, scope, device, weight=1.0, losses=None,
+              update_ops=None):
+    return super().__new__(cls, outputs, scope, device, weight, losses,
+                           update_ops)
+
+
 DeployedModel = collections.namedtuple(
     'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
+
+
+def _merged(device, op):
+  """`device` under the op's own device: fields the op already has (from a
+  `tf.device` inside the model) win, as in TensorFlow's device stacks."""
+  return tf.DeviceSpec.from_string(device or '').make_merged_spec(
+      tf.DeviceSpec.from_string(op.device or '')).to_string()
 
 
 class DeploymentConfig(object):
@@ -39,11 +84,14 @@ class DeploymentConfig(object):
     num_ps_tasks: parameter servers; 0 keeps variables on this worker.
     worker_job_name, ps_job_name: cluster job names.
     devices: explicit clone devices (overrides num_clones/clone_on_cpu).
+    variables_device: a device (or device function) for variables, instead
+      of the default (CPU for several clones, the clone's device for one,
+      the parameter servers with num_ps_tasks).
   """
 
   def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
                num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
-               ps_job_name='ps', devices=None):
+               ps_job_name='ps', devices=None, variables_device=None):
     if devices is not None:
       devices = list(devices)
       num_clones = len(devices)
@@ -62,6 +110,7 @@ class DeploymentConfig(object):
     self.worker_job_name = worker_job_name
     self.ps_job_name = ps_job_name
     self._devices = devices
+    self._variables_device = variables_device
     self.worker_device = ('/job:%s/task:%d' % (worker_job_name, replica_id)
                           if num_ps_tasks > 0 else '')
 
@@ -77,10 +126,13 @@ class DeploymentConfig(object):
     return self.worker_device + '/device:%s:%d' % (kind, clone_index)
 
   def clone_scope(self, clone_index):
+    """The name scope of clone `clone_index` ('' for a single clone)."""
     return 'clone_%d' % clone_index if self.num_clones > 1 else ''
 
   def variables_device(self):
     """A device (or device function) for model variables."""
+    if self._variables_device is not None:
+      return self._variables_device
     if self.num_ps_tasks > 0:
       return tf1.train.replica_device_setter(
           ps_tasks=self.num_ps_tasks, ps_device='/job:%s' % self.ps_job_name,
@@ -96,6 +148,21 @@ class DeploymentConfig(object):
     if self.num_ps_tasks > 0 or self.num_clones > 1:
       return self.worker_device + '/device:CPU:0'
     return self.clone_device(0)
+
+  def device_function(self, clone_index=None):
+    """The one placement rule: a device function sending variable ops to the
+    variables device and every other op to clone `clone_index`'s device (to
+    the optimizer's device when None). Use with `tf.compat.v1.device`."""
+    variables = self.variables_device()
+    compute = (self.optimizer_device() if clone_index is None
+               else self.clone_device(clone_index))
+
+    def place(op):
+      if op.type in VARIABLE_OP_TYPES:
+        return variables(op) if callable(variables) else _merged(variables, op)
+      return _merged(compute, op)
+
+    return place
 
   def check_devices_available(self):
     """Raises ValueError when clones ask for more GPUs than this machine has."""
@@ -142,57 +209,159 @@ def split_batch(structure, num_clones, require_full_clones=True):
   return per_clone, weights
 
 
+class _DivertedCollection(list):
+  """A collection list that reads as what it was built with and sends every
+  addition to `sink` instead."""
+
+  def __init__(self, visible, sink):
+    super().__init__(visible)
+    self._sink = sink
+
+  def append(self, item):
+    self._sink.append(item)
+
+  def extend(self, items):
+    self._sink.extend(items)
+
+  def insert(self, index, item):
+    self._sink.append(item)
+
+  def __iadd__(self, items):
+    self._sink.extend(items)
+    return self
+
+
+class CloneRecord(object):
+  """What `clone_context` observed while a clone was built."""
+
+  def __init__(self):
+    self.scope = ''
+    self.losses = []
+    self.update_ops = []
+
+
 @contextlib.contextmanager
-def clone_scope(config, clone_index):
-  """Device, name scope and variable reuse for clone `clone_index`.
+def _name_scope(name):
+  """Opens name scope `name` and yields its full name; '' stays where it is."""
+  if not name:
+    yield tf1.get_default_graph().get_name_scope()
+    return
+  with tf1.name_scope(name) as scope:
+    yield scope.rstrip('/')
+
+
+@contextlib.contextmanager
+def clone_context(config, clone_index):
+  """Builds clone `clone_index`: device function, name scope, variable reuse
+  and the clone's own view of the graph collections. Yields a CloneRecord
+  that holds, after the block, the clone's full name scope, its losses and
+  its update ops.
 
   Re-entering the root variable scope *object* (not its name) makes
   TensorFlow restore its default-name counters on exit, so every clone gets
   the same auto-named scopes ('BatchNorm', 'OptimizeLoss', ...) and reuses the
   first clone's variables instead of creating 'BatchNorm_1'.
+
+  Collections: the clone sees an empty LOSSES collection (so a model_fn's
+  `get_total_loss()` is its own slice's loss plus the regularization losses);
+  its losses are appended after it. Clones after the first see UPDATE_OPS as
+  the first clone left it and their own update ops are kept out of it, so
+  whatever wires UPDATE_OPS into a train op runs the first clone's updates
+  only. Their summaries are dropped (the first clone's stand for all).
   """
+  graph = tf1.get_default_graph()
+  record = CloneRecord()
+  losses = graph.get_collection_ref(tf1.GraphKeys.LOSSES)
+  earlier_losses = list(losses)
+  del losses[:]
+  summaries = graph.get_collection_ref(tf1.GraphKeys.SUMMARIES)
+  summaries_before = len(summaries)
+  updates = graph.get_collection_ref(tf1.GraphKeys.UPDATE_OPS)
+  updates_before = len(updates)
+  if clone_index > 0:
+    # Layers add update ops with graph.add_to_collection / get_collection_ref
+    # (...).append, which read the graph's collection dict directly; no
+    # public API can intercept an addition, so the list object is swapped for
+    # one that diverts additions, and the original is put back below.
+    graph._collections[tf1.GraphKeys.UPDATE_OPS] = _DivertedCollection(  # pylint: disable=protected-access
+        updates, record.update_ops)
   root = tf1.get_variable_scope()
   reuse = True if clone_index > 0 else root.reuse
-  with tf1.variable_scope(root, reuse=reuse, auxiliary_name_scope=False):
-    with tf1.name_scope(config.clone_scope(clone_index) or None):
-      with slim.arg_scope([slim.model_variable, slim.variable],
-                          device=config.variables_device()):
-        with tf.device(config.clone_device(clone_index)):
-          yield
+  try:
+    with tf1.variable_scope(root, reuse=reuse, auxiliary_name_scope=False):
+      with _name_scope(config.clone_scope(clone_index)) as scope:
+        record.scope = scope
+        with tf1.device(config.device_function(clone_index)):
+          yield record
+  finally:
+    record.losses = list(losses)
+    losses[:] = earlier_losses + record.losses
+    if clone_index > 0:
+      graph._collections[tf1.GraphKeys.UPDATE_OPS] = updates  # pylint: disable=protected-access
+      del summaries[summaries_before:]
+    else:
+      record.update_ops.extend(updates[updates_before:])
 
 
-def create_clones(config, model_fn, args=None, kwargs=None):
+def create_clones(config, model_fn, args=None, kwargs=None,
+                  require_full_clones=True):
   """Calls `model_fn(*args, **kwargs)` once per clone on its slice of the batch.
 
-  Tensors in args/kwargs are split along axis 0 (see `split_batch`).
-  Returns a list of Clone(outputs, scope, device, weight).
+  Tensors in args/kwargs are split along axis 0 (see `split_batch`; with
+  `require_full_clones=False`, as in evaluation, a batch smaller than the
+  clone count is allowed). Returns a list of Clone.
   """
   args, kwargs = list(args or []), dict(kwargs or {})
   with tf.device(config.inputs_device()):
-    pieces, weights = split_batch((args, kwargs), config.num_clones)
+    pieces, weights = split_batch((args, kwargs), config.num_clones,
+                                  require_full_clones)
   clones = []
   for i in range(config.num_clones):
-    with clone_scope(config, i):
+    with clone_context(config, i) as record:
       clone_args, clone_kwargs = pieces[i]
       outputs = model_fn(*clone_args, **clone_kwargs)
-    clones.append(Clone(outputs, config.clone_scope(i), config.clone_device(i),
-                        weights[i]))
+    clones.append(Clone(outputs, record.scope, config.clone_device(i),
+                        weights[i], record.losses, record.update_ops))
   return clones
 
 
-def _clone_loss(clone, regularization_losses):
-  """The clone's share-weighted loss (plus regularization, given once)."""
-  with tf.device(clone.device):
-    losses = tf1.losses.get_losses(scope=clone.scope or None)
+@contextlib.contextmanager
+def _absolute_name_scope(scope):
+  if not scope:
+    yield
+    return
+  with tf1.get_default_graph().name_scope(scope + '/'):
+    yield
+
+
+def scalar_summary(tag, tensor):
+  """A scalar summary tagged exactly `tag`, whatever name scope is open."""
+  with tf1.get_default_graph().name_scope(''):
+    return tf1.summary.scalar(tag, tensor)
+
+
+def _losses_of(clone):
+  if clone.losses is not None:
+    return list(clone.losses)
+  prefix = clone.scope + '/' if clone.scope else ''
+  return [l for l in tf1.losses.get_losses() if l.op.name.startswith(prefix)]
+
+
+def _clone_loss(clone, index, regularization_losses):
+  """Clone `index`'s share-weighted loss (plus regularization, given once)
+  and its own loss (None when it has no loss)."""
+  with _absolute_name_scope(clone.scope), tf.device(clone.device):
+    losses = _losses_of(clone)
     clone_loss = tf.add_n(losses, name='clone_loss') if losses else None
     parts = []
     if clone_loss is not None:
       parts.append(clone_loss * clone.weight)
     if regularization_losses:
       parts.append(tf.add_n(regularization_losses, name='regularization_loss'))
-  if clone_loss is not None:  # tagged '<clone scope>/clone_loss' by the caller's scope
-    tf1.summary.scalar('clone_loss', clone_loss)
-  return tf.add_n(parts) if parts else None, clone_loss
+    loss = tf.add_n(parts) if parts else None
+  if clone_loss is not None:
+    scalar_summary('losses/clone_%d' % index, clone_loss)
+  return loss, clone_loss
 
 
 def combine_gradients(clone_grads):
@@ -236,13 +405,12 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
     regularization_losses = tf1.losses.get_regularization_losses()
   losses, clone_grads = [], []
   for i, clone in enumerate(clones):
-    with tf1.name_scope(clone.scope or None):
-      loss, _ = _clone_loss(clone, regularization_losses if i == 0 else None)
-      if loss is None:
-        continue
-      with tf.device(clone.device):
-        clone_grads.append(optimizer.compute_gradients(loss, **kwargs))
-      losses.append(loss)
+    loss, _ = _clone_loss(clone, i, regularization_losses if i == 0 else None)
+    if loss is None:
+      continue
+    with _absolute_name_scope(clone.scope), tf.device(clone.device):
+      clone_grads.append(optimizer.compute_gradients(loss, **kwargs))
+    losses.append(loss)
   if not losses:
     raise ValueError('the model_fn added no loss (tf.compat.v1.losses.*) and '
                      'there are no regularization losses')
@@ -254,14 +422,22 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None):
   """TF-Slim's model_deploy.deploy: clones, one averaged apply, summaries.
 
+  The train op runs the first clone's batch-norm updates and one apply of
+  the combined gradients, and returns the total loss. `var_list` may be a
+  callable, called once the clones exist (e.g. to pick trainable scopes).
   Without an optimizer, only the clones and the total loss are built (eval).
   """
   global_step = tf1.train.get_or_create_global_step()
-  clones = create_clones(config, model_fn, args, kwargs)
-  update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+  clones = create_clones(config, model_fn, args, kwargs,
+                         require_full_clones=optimizer is not None)
+  regularization = tf1.losses.get_regularization_losses()
+  if regularization:
+    scalar_summary('losses/regularization', tf.add_n(regularization))
   train_op = None
   if optimizer is not None:
-    with tf.device(config.optimizer_device()):
+    if callable(var_list):
+      var_list = var_list()
+    with tf1.device(config.device_function()):
       total_loss, grads_and_vars = optimize_clones(clones, optimizer,
                                                    var_list=var_list)
       if summarize_gradients:
@@ -270,15 +446,14 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
                                 tf.convert_to_tensor(grad))
       apply_op = optimizer.apply_gradients(grads_and_vars,
                                            global_step=global_step)
+      update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
       with tf.control_dependencies(update_ops + [apply_op]):
         train_op = tf.identity(total_loss, name='train_op')
   else:
-    regularization = tf1.losses.get_regularization_losses()
-    losses = []
-    for i, clone in enumerate(clones):
-      with tf1.name_scope(clone.scope or None):
-        losses.append(_clone_loss(clone, regularization if i == 0 else None)[0])
-    total_loss = tf.add_n(losses, name='total_loss')
-  tf1.summary.scalar('total_loss', total_loss)
+    losses = [_clone_loss(clone, i, regularization if i == 0 else None)[0]
+              for i, clone in enumerate(clones)]
+    total_loss = tf.add_n([l for l in losses if l is not None],
+                          name='total_loss')
+  scalar_summary('losses/total', total_loss)
   summary_op = tf1.summary.merge_all()
   return DeployedModel(train_op, summary_op, total_loss, clones)

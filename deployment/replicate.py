@@ -3,17 +3,38 @@
     estimator = Estimator(replicate_model_fn(model_fn, num_clones=2), model_dir)
 
 Each device ("tower") calls the model_fn on its slice of the batch, with the
-same variables (placed on the variables device). The towers' optimizer steps
-are gathered: whatever builds the train_op -- `optimizer.minimize`,
-tf-slim's `optimize_loss` or `create_train_op` -- ends in
-`Optimizer.apply_gradients`, which, while towers are built, records each
-tower's gradients and, in the last tower, applies their share-weighted sum
-once. So N towers take the step one device takes on the whole batch (see
-model_deploy for the exact semantics). Losses in the tf.compat.v1.losses
-collection are kept per tower, so a model_fn that calls `get_total_loss()`
-sees only its own tower's loss (plus the regularization losses, counted once
-by the weighting). Metric variables are shared by all towers, so eval metrics
-cover every tower's predictions; predictions are concatenated in input order.
+same variables, placed by model_deploy's one device function (every
+variable -- slim, tf.compat.v1.layers, get_variable, Keras legacy layers,
+optimizer slots, moving averages, metrics -- on the variables device; the
+tower's compute on its device). The towers' optimizer steps are gathered:
+whatever builds the train_op -- `optimizer.minimize`, tf-slim's
+`optimize_loss` or `create_train_op` -- ends in `Optimizer.apply_gradients`,
+which records each tower's gradients (scaled by the tower's share of the
+batch) and, when the last tower calls it, applies their sum once, built
+outside the towers: in the name and variable scope replicate was called in,
+on the optimizer's device, so optimizer slots are created once on the
+variables device. So N towers take the step one device takes on the whole
+batch, with any tf.compat.v1.train optimizer.
+
+The step that runs is the LAST tower's train_op: it holds the one combined
+apply and whatever the model_fn chained after it (a moving-average update,
+say), so that runs once, after the apply. The other towers' train ops are
+only used for their gradients. Batch norm follows model_deploy's rule: the
+UPDATE_OPS collection shows every tower the first tower's update ops, so the
+moving statistics are updated once per step from the first tower's batch,
+when the model_fn wires UPDATE_OPS into its train op (as on one device).
+
+Losses in the tf.compat.v1.losses collection are kept per tower, so a
+model_fn that calls `get_total_loss()` sees only its own tower's loss (plus
+the regularization losses, counted once by the weighting). Metric variables
+are shared by all towers, so eval metrics cover every tower's predictions;
+predictions are concatenated in input order. Hooks, scaffold and summaries
+come from the first tower (one device's worth).
+
+Not exactly one device: a model_fn that transforms its gradients before
+apply_gradients (optimize_loss's `clip_gradients`, gradient noise) does so
+per tower, on the tower's own gradients; the step then differs from one
+device's, and still trains (tested).
 
 `TowerOptimizer(optimizer)` does the same gathering explicitly, for an
 optimizer class that overrides `apply_gradients` itself.
@@ -34,10 +55,12 @@ _state = threading.local()
 class _GradientGatherer(object):
   """Collects each tower's apply_gradients calls and applies them once."""
 
-  def __init__(self, num_towers, weights):
+  def __init__(self, num_towers, weights, outside):
     self.num_towers = num_towers
     self.weights = weights
+    self.outside = outside  # context manager: where the one apply is built
     self.tower = 0
+    self.tower_scope = ''  # the full name scope of the tower being built
     self.calls = [[] for _ in range(num_towers)]  # per tower: [grads_and_vars]
 
   def apply(self, apply_fn, grads_and_vars, global_step, name):
@@ -58,8 +81,44 @@ class _GradientGatherer(object):
             'called it %d; the model_fn must build the same train_op on every '
             'device' % (tower, len(calls), index + 1))
       parts.append(calls[index])
-    return apply_fn(model_deploy.combine_gradients(parts),
-                    global_step=global_step, name=name)
+    with self.outside(self.tower_scope):
+      return apply_fn(model_deploy.combine_gradients(parts),
+                      global_step=global_step, name=name)
+
+
+def _outside_towers(config):
+  """A context manager that leaves the tower being built for the place a
+  single device would be at: the variable and name scopes inside the model_fn
+  (e.g. optimize_loss's 'OptimizeLoss') re-rooted where replicate was called,
+  with that place's reuse flag, so slots are created (once, with one
+  device's names), and the optimizer's device function."""
+  graph = tf1.get_default_graph()
+  outer_var_scope = tf1.get_variable_scope()
+  outer_name_scope = graph.get_name_scope()
+  device_fn = config.device_function()
+
+  def relative(name, prefix):
+    if prefix and (name == prefix or name.startswith(prefix + '/')):
+      return name[len(prefix):].lstrip('/')
+    return name
+
+  @contextlib.contextmanager
+  def outside(tower_scope):
+    inner = tf1.get_variable_scope()
+    var_scope = tf1.VariableScope(
+        outer_var_scope.reuse, name=inner.name,
+        initializer=inner.initializer, regularizer=inner.regularizer,
+        caching_device=inner.caching_device, partitioner=inner.partitioner,
+        custom_getter=inner.custom_getter, dtype=inner.dtype,
+        use_resource=inner.use_resource, constraint=inner.constraint)
+    name_scope = '/'.join(n for n in (
+        outer_name_scope, relative(graph.get_name_scope(), tower_scope)) if n)
+    with tf1.variable_scope(var_scope, auxiliary_name_scope=False), \
+        graph.name_scope(name_scope + '/' if name_scope else ''), \
+        tf1.device(None), tf1.device(device_fn):
+      yield
+
+  return outside
 
 
 def _scale(grad, weight):
@@ -133,20 +192,6 @@ def _gathering(gatherer):
 
 
 @contextlib.contextmanager
-def _own_losses_collection():
-  """The tower sees an empty LOSSES collection; its losses are added back."""
-  graph = tf1.get_default_graph()
-  collection = graph.get_collection_ref(tf1.GraphKeys.LOSSES)
-  before = list(collection)
-  del collection[:]
-  try:
-    yield
-  finally:
-    mine = list(collection)
-    collection[:] = before + mine
-
-
-@contextlib.contextmanager
 def _shared_metric_variables(store, tower):
   """Tower 0 creates metric variables; later towers get the same ones, in
   creation order, so every tower's update ops add into one set of totals."""
@@ -214,18 +259,18 @@ def replicate_model_fn(model_fn, devices=None, num_clones=None,
     devices: clone devices, e.g. ['/device:GPU:0', '/device:GPU:1'].
     num_clones: instead of devices: that many GPUs (or CPU devices with
       clone_on_cpu); default: every GPU, or one device.
-    variables_device: where variables live (default: CPU for several
+    variables_device: where every variable lives (default: CPU for several
       devices, the device itself for one).
   """
   if devices is None:
     if num_clones is None:
       num_clones = max(len(tf.config.list_physical_devices('GPU')), 1)
     deployment = model_deploy.DeploymentConfig(
-        num_clones=num_clones, clone_on_cpu=bool(clone_on_cpu))
+        num_clones=num_clones, clone_on_cpu=bool(clone_on_cpu),
+        variables_device=variables_device)
   else:
-    deployment = model_deploy.DeploymentConfig(devices=devices)
-  if variables_device is not None:
-    deployment.variables_device = lambda: variables_device
+    deployment = model_deploy.DeploymentConfig(
+        devices=devices, variables_device=variables_device)
 
   def replicated_model_fn(features, labels, mode, params=None, config=None):
     return _replicated_call(model_fn, deployment, features, labels, mode,
@@ -240,18 +285,18 @@ def _replicated_call(model_fn, config, features, labels, mode, params,
   n = config.num_clones
   with tf.device(config.inputs_device()):
     pieces, weights = model_deploy.split_batch(
-        (features, labels), n, require_full_clones=mode != est.ModeKeys.PREDICT)
-  gatherer = _GradientGatherer(n, weights)
+        (features, labels), n, require_full_clones=mode == est.ModeKeys.TRAIN)
+  gatherer = _GradientGatherer(n, weights, _outside_towers(config))
   metric_store, specs = [], []
   with _gathering(gatherer):
     for i in range(n):
       gatherer.tower = i
-      with model_deploy.clone_scope(config, i), _own_losses_collection(), \
+      with model_deploy.clone_context(config, i) as record, \
           _shared_metric_variables(metric_store, i):
+        gatherer.tower_scope = record.scope
         tower_features, tower_labels = pieces[i]
-        specs.append(est._call_with_supported_args(  # pylint: disable=protected-access
-            model_fn, dict(features=tower_features, labels=tower_labels,
-                           mode=mode, params=params, config=run_config)))
+        specs.append(est.call_model_fn(
+            model_fn, tower_features, tower_labels, mode, params, run_config))
   first = specs[0]
   loss = None
   if first.loss is not None:
@@ -259,25 +304,21 @@ def _replicated_call(model_fn, config, features, labels, mode, params,
       loss = tf.add_n([s.loss * w for s, w in zip(specs, weights)])
     if n > 1:
       for i, spec in enumerate(specs):
-        tf1.summary.scalar('clone_%d/loss' % i, spec.loss)
-  train_op = None
-  if mode == est.ModeKeys.TRAIN:
-    update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
-    train_op = tf.group(*([s.train_op for s in specs] + update_ops),
-                        name='replicated_train_op')
+        model_deploy.scalar_summary('losses/clone_%d' % i, spec.loss)
+  # The last tower's train op holds the one combined apply (see docstring).
+  train_op = specs[-1].train_op if mode == est.ModeKeys.TRAIN else None
   eval_metric_ops = {}
   for key, (value, _) in first.eval_metric_ops.items():
     eval_metric_ops[key] = (value, tf.group(
         *[s.eval_metric_ops[key][1] for s in specs]))
   predictions = (_concat_nest([s.predictions for s in specs])
                  if first.predictions is not None else None)
-  hooks = lambda field: [h for s in specs for h in getattr(s, field)]
   return est.EstimatorSpec(
       mode=mode, predictions=predictions, loss=loss, train_op=train_op,
       eval_metric_ops=eval_metric_ops,
       export_outputs=_concat_export_outputs([s.export_outputs for s in specs]),
       training_chief_hooks=first.training_chief_hooks,
-      training_hooks=hooks('training_hooks'),
+      training_hooks=first.training_hooks,
       scaffold=first.scaffold,
       evaluation_hooks=first.evaluation_hooks,
       prediction_hooks=first.prediction_hooks)
