@@ -233,7 +233,8 @@ class Estimator(object):
   def _build(self, input_fn, mode):
     if self._config.tf_random_seed is not None:
       tf1.set_random_seed(self._config.tf_random_seed)
-    global_step = tf1.train.get_or_create_global_step()
+    with tf1.device(self._device_fn()), tf.device('/device:CPU:0'):
+      global_step = tf1.train.get_or_create_global_step()
     with tf.device('/device:CPU:0'):
       features, labels = _features_and_labels(_call_with_supported_args(
           input_fn, dict(params=dict(self._params), config=self._config,

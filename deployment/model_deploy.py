@@ -160,6 +160,10 @@ class DeploymentConfig(object):
     def place(op):
       if op.type in VARIABLE_OP_TYPES:
         return variables(op) if callable(variables) else _merged(variables, op)
+      for tensor in op.inputs:  # a resource is used where it lives
+        if (tensor.dtype == tf.resource and
+            tensor.op.type in VARIABLE_OP_TYPES and tensor.op.device):
+          return _merged(tensor.op.device, op)
       return _merged(compute, op)
 
     return place
@@ -250,8 +254,54 @@ def _name_scope(name):
     yield scope.rstrip('/')
 
 
+def _shared_variable_creator(tower_scope, clone_index, shared):
+  """Shares variables that are not made by `get_variable` across clones.
+
+  `get_variable` (slim, tf.compat.v1.layers, optimizer slots, moving
+  averages) names variables by variable scope and clones share them through
+  `reuse`. Keras layers, metrics and `tf.Variable` name theirs by name scope
+  and know no reuse: a clone would make its own copy ('clone_1/dense/
+  kernel'). So the first clone makes them under the name one device would
+  give them (the clone's name scope taken out) and the later clones get the
+  first clone's, in creation order (the same model code creates them in the
+  same order).
+  """
+  position = [0]
+
+  def creator(next_creator, **kwargs):
+    graph = tf1.get_default_graph()
+    scope = graph.get_name_scope()
+    if not tower_scope or not (scope == tower_scope or
+                               scope.startswith(tower_scope + '/')):
+      return next_creator(**kwargs)  # get_variable: shared by reuse
+    if clone_index == 0:
+      outer = tower_scope.rpartition('/')[0]
+      inner = scope[len(tower_scope):].lstrip('/')
+      one_device = '/'.join(n for n in (outer, inner) if n)
+      with graph.name_scope(one_device + '/' if one_device else ''):
+        variable = next_creator(**kwargs)
+      shared.append(variable)
+      return variable
+    if position[0] >= len(shared):
+      raise ValueError(
+          'clone %d creates more variables outside get_variable than clone 0 '
+          "(at '%s/%s'); the model must build the same layers on every "
+          'device' % (clone_index, scope, kwargs.get('name')))
+    variable = shared[position[0]]
+    position[0] += 1
+    shape = kwargs.get('shape')
+    if shape is not None and not variable.shape.is_compatible_with(shape):
+      raise ValueError("clone %d's variable '%s/%s' has shape %s, clone 0's "
+                       "'%s' has %s" % (clone_index, scope, kwargs.get('name'),
+                                        shape, variable.op.name,
+                                        variable.shape))
+    return variable
+
+  return creator
+
+
 @contextlib.contextmanager
-def clone_context(config, clone_index):
+def clone_context(config, clone_index, shared_variables=None):
   """Builds clone `clone_index`: device function, name scope, variable reuse
   and the clone's own view of the graph collections. Yields a CloneRecord
   that holds, after the block, the clone's full name scope, its losses and
@@ -261,6 +311,10 @@ def clone_context(config, clone_index):
   TensorFlow restore its default-name counters on exit, so every clone gets
   the same auto-named scopes ('BatchNorm', 'OptimizeLoss', ...) and reuses the
   first clone's variables instead of creating 'BatchNorm_1'.
+
+  `shared_variables`: one list per set of clones, for the variables that
+  Keras layers, metrics and `tf.Variable` create (see
+  `_shared_variable_creator`).
 
   Collections: the clone sees an empty LOSSES collection (so a model_fn's
   `get_total_loss()` is its own slice's loss plus the regularization losses);
@@ -291,7 +345,11 @@ def clone_context(config, clone_index):
     with tf1.variable_scope(root, reuse=reuse, auxiliary_name_scope=False):
       with _name_scope(config.clone_scope(clone_index)) as scope:
         record.scope = scope
-        with tf1.device(config.device_function(clone_index)):
+        creator = _shared_variable_creator(
+            scope if config.num_clones > 1 else '', clone_index,
+            shared_variables if shared_variables is not None else [])
+        with tf1.device(config.device_function(clone_index)), \
+            tf1.variable_creator_scope(creator):
           yield record
   finally:
     record.losses = list(losses)
@@ -315,9 +373,9 @@ def create_clones(config, model_fn, args=None, kwargs=None,
   with tf.device(config.inputs_device()):
     pieces, weights = split_batch((args, kwargs), config.num_clones,
                                   require_full_clones)
-  clones = []
+  clones, shared = [], []
   for i in range(config.num_clones):
-    with clone_context(config, i) as record:
+    with clone_context(config, i, shared) as record:
       clone_args, clone_kwargs = pieces[i]
       outputs = model_fn(*clone_args, **clone_kwargs)
     clones.append(Clone(outputs, record.scope, config.clone_device(i),
@@ -427,7 +485,8 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   callable, called once the clones exist (e.g. to pick trainable scopes).
   Without an optimizer, only the clones and the total loss are built (eval).
   """
-  global_step = tf1.train.get_or_create_global_step()
+  with tf1.device(config.device_function()):
+    global_step = tf1.train.get_or_create_global_step()
   clones = create_clones(config, model_fn, args, kwargs,
                          require_full_clones=optimizer is not None)
   regularization = tf1.losses.get_regularization_losses()

@@ -27,7 +27,8 @@ when the model_fn wires UPDATE_OPS into its train op (as on one device).
 Losses in the tf.compat.v1.losses collection are kept per tower, so a
 model_fn that calls `get_total_loss()` sees only its own tower's loss (plus
 the regularization losses, counted once by the weighting). Metric variables
-are shared by all towers, so eval metrics cover every tower's predictions;
+(like Keras layers' variables) are shared by all towers, so eval metrics
+cover every tower's predictions;
 predictions are concatenated in input order. Hooks, scaffold and summaries
 come from the first tower (one device's worth).
 
@@ -191,32 +192,6 @@ def _gathering(gatherer):
     tf1.train.Optimizer.apply_gradients = _original_apply_gradients
 
 
-@contextlib.contextmanager
-def _shared_metric_variables(store, tower):
-  """Tower 0 creates metric variables; later towers get the same ones, in
-  creation order, so every tower's update ops add into one set of totals."""
-  position = [0]
-
-  def creator(next_creator, **kwargs):
-    collections = kwargs.get('collections') or ()
-    if tf1.GraphKeys.METRIC_VARIABLES not in collections:
-      return next_creator(**kwargs)
-    if tower == 0:
-      variable = next_creator(**kwargs)
-      store.append(variable)
-      return variable
-    if position[0] >= len(store):
-      raise ValueError('tower %d creates more metric variables than tower 0; '
-                       'the model_fn must build the same metrics on every '
-                       'device' % tower)
-    variable = store[position[0]]
-    position[0] += 1
-    return variable
-
-  with tf1.variable_creator_scope(creator):
-    yield
-
-
 def _concat(tensors):
   if tensors[0] is None:
     return None
@@ -287,12 +262,11 @@ def _replicated_call(model_fn, config, features, labels, mode, params,
     pieces, weights = model_deploy.split_batch(
         (features, labels), n, require_full_clones=mode == est.ModeKeys.TRAIN)
   gatherer = _GradientGatherer(n, weights, _outside_towers(config))
-  metric_store, specs = [], []
+  shared, specs = [], []
   with _gathering(gatherer):
     for i in range(n):
       gatherer.tower = i
-      with model_deploy.clone_context(config, i) as record, \
-          _shared_metric_variables(metric_store, i):
+      with model_deploy.clone_context(config, i, shared) as record:
         gatherer.tower_scope = record.scope
         tower_features, tower_labels = pieces[i]
         specs.append(est.call_model_fn(
