@@ -7,6 +7,7 @@ optional moving averages, and fine-tuning from a TF-Slim checkpoint.
 """
 import dataclasses
 import os
+import re
 import time
 from typing import Optional, Sequence
 
@@ -67,7 +68,7 @@ class ClassifierParams:
   model_name: str
   num_classes: int  # the network's outputs: dataset classes - labels_offset
   num_samples_per_epoch: int = 0
-  batch_size: int = 32
+  batch_size: int = 32  # per clone, as in TF-Slim (see images_per_step)
   weight_decay: float = 0.00004
   label_smoothing: float = 0.0
   moving_average_decay: Optional[float] = None
@@ -82,16 +83,26 @@ class ClassifierParams:
   log_every_n_steps: int = 10
 
 
+def images_per_step(p):
+  """Images one global step learns from: batch_size per clone, times the
+  clones, times the replicas whose gradients a synchronous step aggregates."""
+  replicas = p.optimizer.replicas_to_aggregate if p.optimizer.sync_replicas else 1
+  return p.batch_size * p.deployment.num_clones * replicas
+
+
 def split_scopes(text):
   """'a, b' -> ['a', 'b']; None or '' -> []."""
   return [s.strip() for s in (text or '').split(',') if s.strip()]
 
 
 # -- optimization ------------------------------------------------------------
-def configure_learning_rate(p, num_samples_per_epoch, batch_size, global_step):
-  decay_steps = int(num_samples_per_epoch * p.num_epochs_per_decay / batch_size)
-  if p.sync_replicas:
-    decay_steps //= p.replicas_to_aggregate
+def configure_learning_rate(p, num_samples_per_epoch, images_per_step,
+                            global_step):
+  """TF-Slim's schedules. Decay steps count global steps of
+  `images_per_step` images (all clones and aggregated replicas: TF-Slim
+  divided by the batch of one clone only, so N clones decayed N times late)."""
+  decay_steps = int(num_samples_per_epoch * p.num_epochs_per_decay /
+                    images_per_step)
   decay_steps = max(decay_steps, 1)
   if p.learning_rate_decay_type == 'exponential':
     return tf1.train.exponential_decay(
@@ -231,28 +242,22 @@ def model_fn(features, labels, mode, params):
       return end_points
 
     p.optimizer.validate()
-    clones = model_deploy.create_clones(p.deployment, clone_fn,
-                                        [features, labels])
+    with tf1.device(p.deployment.device_function()):
+      learning_rate = configure_learning_rate(
+          p.optimizer, p.num_samples_per_epoch, images_per_step(p),
+          global_step)
+      optimizer = configure_optimizer(p.optimizer, learning_rate)
+    model = model_deploy.deploy(
+        p.deployment, clone_fn, [features, labels], optimizer=optimizer,
+        var_list=lambda: variables_to_train(p.trainable_scopes))
+    model_deploy.scalar_summary('learning_rate', learning_rate)
     if p.summarize_activations:
-      _activation_summaries(clones[0].outputs)
+      _activation_summaries(model.clones[0].outputs)
     for variable in slim.get_model_variables():
       tf1.summary.histogram(variable.op.name, variable)
-    with tf.device(p.deployment.optimizer_device()):
-      learning_rate = configure_learning_rate(
-          p.optimizer, p.num_samples_per_epoch, p.batch_size, global_step)
-      optimizer = configure_optimizer(p.optimizer, learning_rate)
-      tf1.summary.scalar('learning_rate', learning_rate)
-    update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
-    total_loss, grads_and_vars = model_deploy.optimize_clones(
-        clones, optimizer, var_list=variables_to_train(p.trainable_scopes))
-    tf1.summary.scalar('total_loss', total_loss)
-    with tf.device(p.deployment.optimizer_device()):
-      apply_op = optimizer.apply_gradients(grads_and_vars,
-                                           global_step=global_step)
-    with tf.control_dependencies(update_ops + [apply_op]):
-      train_op = tf.identity(total_loss, name='train_op')
+    train_op = model.train_op
     if p.moving_average_decay:
-      with tf.device(p.deployment.variables_device()):
+      with tf1.device(p.deployment.device_function()):
         ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
                                                  global_step)
         with tf.control_dependencies([train_op]):
@@ -262,14 +267,17 @@ def model_fn(features, labels, mode, params):
       init_fn = fine_tune_init_fn(p.checkpoint_path,
                                   p.checkpoint_exclude_scopes,
                                   p.ignore_missing_vars)
-    progress = ProgressHook(total_loss, p.batch_size, p.log_every_n_steps)
-    return est.EstimatorSpec(mode, loss=total_loss, train_op=train_op,
+    progress = ProgressHook(model.total_loss, tf.shape(features)[0],
+                            p.log_every_n_steps)
+    return est.EstimatorSpec(mode, loss=model.total_loss, train_op=train_op,
                              scaffold=tf1.train.Scaffold(init_fn=init_fn),
                              training_hooks=[progress])
 
+  # The last batch may be smaller than the clone count: padded, then cut.
+  images, size = model_deploy.pad_batch(features, p.deployment.num_clones)
   clones = model_deploy.create_clones(
-      p.deployment, lambda images: network_fn(images)[0], [features])
-  logits = tf.concat([c.outputs for c in clones], axis=0)
+      p.deployment, lambda images: network_fn(images)[0], [images])
+  logits = tf.concat([c.outputs for c in clones], axis=0)[:size]
   predictions = {'classes': tf.argmax(logits, 1),
                  'probabilities': tf.nn.softmax(logits, name='Predictions')}
   scaffold = None
@@ -319,30 +327,40 @@ def make_input_fn(descriptor, model_name, batch_size, is_training,
 
 
 class ProgressHook(tf1.train.SessionRunHook):
-  """Logs step, loss and examples/sec every `every_n_steps` steps."""
+  """Logs step, loss and examples/sec every `every_n_steps` steps; the
+  examples are counted from `batch_size` (a tensor: the images the step
+  actually took, all clones together)."""
 
   def __init__(self, loss, batch_size, every_n_steps, log=print):
     self._loss, self._batch_size = loss, batch_size
     self._every, self._log = max(int(every_n_steps or 1), 1), log
-    self._count = 0
+    self._count = self._images = 0
     self._since = None
 
   def begin(self):
-    self._step = tf1.train.get_global_step()
+    self._step_tensor = tf1.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    # Counted here rather than fetched with the step: a fetched global step
+    # may be read before or after the step's own increment.
+    self._step = int(session.run(self._step_tensor))
 
   def before_run(self, run_context):
     if self._since is None:
       self._since = time.time()
-    return tf1.train.SessionRunArgs([self._step, self._loss])
+    return tf1.train.SessionRunArgs([self._loss, self._batch_size])
 
   def after_run(self, run_context, run_values):
+    loss, images = run_values.results
+    self._step += 1
+    step = self._step
     self._count += 1
+    self._images += int(images)
     if self._count % self._every == 0:
-      step, loss = run_values.results
       elapsed = max(time.time() - self._since, 1e-9)
-      self._log('step %d: loss = %.4f (%.1f examples/sec)' % (
-          step, loss, self._count * self._batch_size / elapsed))
-      self._count, self._since = 0, time.time()
+      self._log('step %d: loss = %.4f (%.1f examples/sec; %d images/step)' % (
+          step, loss, self._images / elapsed, images))
+      self._count, self._images, self._since = 0, 0, time.time()
 
 
 def one_line(error):
@@ -351,8 +369,13 @@ def one_line(error):
   text = getattr(error, 'message', None) or str(error) or repr(error)
   lines = [l.strip() for l in text.splitlines()
            if l.strip() and not l[0].isspace() and not l.startswith('Node:')]
-  if isinstance(error, tf.errors.OpError) and lines:
-    return lines[-1]
+  if isinstance(error, tf.errors.OpError):
+    # Several devices failing at once: "N root error(s) found. (0) KIND: why"
+    roots = re.findall(r'^\s*\(\d+\) [A-Z_]+: (.+)$', text, re.M)
+    if roots:
+      return roots[0]
+    if lines:
+      return lines[-1]
   return lines[0] if lines else repr(error)
 
 

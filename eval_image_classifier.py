@@ -6,7 +6,9 @@
 --checkpoint_path is a checkpoint file or a directory (its latest checkpoint);
 --wait_for_checkpoints evaluates every new checkpoint of the directory until
 --eval_timeout_secs pass without one. Trained with --moving_average_decay,
-the network is evaluated with the moving averages.
+the network is evaluated with the moving averages. --num_clones (with
+--clone_on_cpu for CPU devices) evaluates on several devices with the same
+metrics; --batch_size is per clone, as in training.
 """
 import math
 import os
@@ -21,12 +23,16 @@ import tensorflow as tf
 import classifier
 from datasets import dataset_factory
 from deployment import estimator as est
+from deployment import model_deploy
 from nets import nets_factory
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
 
-flags.DEFINE_integer('batch_size', 100, 'Images per batch.')
+flags.DEFINE_integer('batch_size', 100,
+                     'Images per clone; a batch is batch_size x num_clones.')
+flags.DEFINE_integer('num_clones', 1, 'Devices to evaluate on (one per GPU).')
+flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.')
 flags.DEFINE_integer('max_num_batches', None,
                      'Batches to evaluate (default: the whole split once).')
 flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
@@ -78,23 +84,34 @@ def main(_):
       raise ValueError('--dataset_dir is required')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
+    if F.batch_size < 1:
+      raise ValueError('--batch_size must be at least 1, got %d' % F.batch_size)
+    deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
+                                               clone_on_cpu=F.clone_on_cpu)
+    deployment.check_devices_available()
     params = classifier.ClassifierParams(
         model_name=F.model_name,
         num_classes=dataset.num_classes - F.labels_offset,
-        batch_size=F.batch_size, moving_average_decay=F.moving_average_decay)
+        batch_size=F.batch_size, moving_average_decay=F.moving_average_decay,
+        deployment=deployment)
+    batch = F.batch_size * F.num_clones
+    session_config = tf1.ConfigProto(allow_soft_placement=True)
+    if F.clone_on_cpu and F.num_clones > 1:
+      session_config.device_count['CPU'] = F.num_clones  # one per clone
     input_fn = classifier.make_input_fn(
-        dataset, F.model_name, F.batch_size, is_training=False,
+        dataset, F.model_name, batch, is_training=False,
         preprocessing_name=F.preprocessing_name, image_size=F.eval_image_size,
         num_readers=F.num_readers,
         num_preprocessing_threads=F.num_preprocessing_threads,
         labels_offset=F.labels_offset, num_epochs=1, deterministic=True)
-    steps = F.max_num_batches or math.ceil(dataset.num_samples / F.batch_size)
+    steps = F.max_num_batches or math.ceil(dataset.num_samples / batch)
     for checkpoint in checkpoints():
       # Summaries go to <eval model dir>/eval.
       eval_dir = F.eval_dir or os.path.dirname(checkpoint)
       estimator = est.Estimator(
           classifier.model_fn, eval_dir,
-          config=est.RunConfig(log_step_count_steps=None),
+          config=est.RunConfig(log_step_count_steps=None,
+                               session_config=session_config),
           params={'classifier': params})
       results = estimator.evaluate(input_fn, steps=steps,
                                    checkpoint_path=checkpoint)

@@ -7,6 +7,8 @@ One code path for one clone and for N (--num_clones, --clone_on_cpu): the
 classification model_fn deploys clones with model_deploy and the
 Estimator-compatible runner trains it, resuming from train_dir's latest
 checkpoint. --checkpoint_path fine-tunes only when train_dir has none.
+As in TF-Slim, --batch_size is per clone: a step takes batch_size x
+num_clones images, and the learning-rate decay counts them all.
 """
 import sys
 
@@ -77,7 +79,8 @@ flags.DEFINE_integer('labels_offset', 0,
 flags.DEFINE_string('model_name', 'inception_v3', 'Network to train.')
 flags.DEFINE_string('preprocessing_name', None,
                     'Preprocessing; defaults to the network\'s.')
-flags.DEFINE_integer('batch_size', 32, 'Images per batch (all clones).')
+flags.DEFINE_integer('batch_size', 32,
+                     'Images per clone; a step takes batch_size x num_clones.')
 flags.DEFINE_integer('train_image_size', None,
                      'Input size; defaults to the network\'s.')
 flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train in all.')
@@ -147,7 +150,7 @@ def main(_):
                                           F.dataset_dir)
     estimator = build_estimator(dataset)
     input_fn = classifier.make_input_fn(
-        dataset, F.model_name, F.batch_size, is_training=True,
+        dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
         preprocessing_name=F.preprocessing_name,
         image_size=F.train_image_size, num_readers=F.num_readers,
         num_preprocessing_threads=F.num_preprocessing_threads,

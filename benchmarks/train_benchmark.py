@@ -59,7 +59,8 @@ def harness(model, clones, batch, steps, warmup, digits_dir):
   dataset = dataset_factory.get_dataset('digits', 'train', digits_dir)
   params = classifier.ClassifierParams(
       model_name=model, num_classes=10, num_samples_per_epoch=dataset.num_samples,
-      batch_size=batch, weight_decay=0.0, summarize_activations=False,
+      batch_size=batch // clones,  # per clone: the step takes `batch` in all
+      weight_decay=0.0, summarize_activations=False,
       optimizer=classifier.OptimizerParams(optimizer='sgd', learning_rate=0.001),
       deployment=model_deploy.DeploymentConfig(num_clones=clones,
                                                clone_on_cpu=clones > 1),

@@ -187,6 +187,17 @@ def batch_split_sizes(batch_size, num_clones):
   return [share] * (num_clones - 1) + [batch_size - share * (num_clones - 1)]
 
 
+def pad_batch(tensor, num_clones):
+  """Pads a batch smaller than `num_clones` by repeating its last row, so no
+  clone gets an empty slice (TensorFlow's oneDNN CPU convolution fails on an
+  empty batch). Returns (padded tensor, real batch size): drop the outputs
+  past the real size."""
+  size = tf.shape(tensor)[0]
+  missing = tf.maximum(num_clones - size, 0)
+  padding = tf.repeat(tensor[-1:], missing, axis=0)
+  return tf.concat([tensor, padding], axis=0), size
+
+
 def split_batch(structure, num_clones, require_full_clones=True):
   """Splits every tensor of a nest along axis 0 into `num_clones` slices.
 

@@ -13,6 +13,7 @@ import tensorflow as tf
 import classifier
 from datasets import converters, dataset_factory, dataset_utils
 from deployment import estimator as est
+from deployment import model_deploy
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +52,7 @@ def test_digits_end_to_end_reaches_95_percent(digits_dir, tmp_path):
                 '--train_dir=' + train_dir, '--max_number_of_steps=600',
                 '--log_every_n_steps=100')
   assert trained.returncode == 0, trained.stderr[-3000:]
-  assert re.search(r'step \d+: loss = [\d.]+ \([\d.]+ examples/sec\)',
+  assert re.search(r'step \d+: loss = [\d.]+ \([\d.]+ examples/sec; 50 images/step\)',
                    trained.stdout)
   evaluated = run(EVAL, '--model_name=lenet', '--dataset_name=digits',
                   '--dataset_split_name=validation',
@@ -66,13 +67,43 @@ def test_digits_end_to_end_reaches_95_percent(digits_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_clones_on_cpu_train_through_the_same_script(digits_dir, tmp_path):
+def test_two_clones_take_batch_size_images_each_per_step(digits_dir, tmp_path):
+  """TF-Slim's rule: --batch_size is per clone (2 x 8 = 16 images a step)."""
   train_dir = str(tmp_path / 'two')
-  trained = run(TRAIN, *LENET_FLAGS, '--dataset_dir=' + digits_dir,
+  flags = [f for f in LENET_FLAGS if not f.startswith('--batch_size')]
+  trained = run(TRAIN, *flags, '--dataset_dir=' + digits_dir,
                 '--train_dir=' + train_dir, '--max_number_of_steps=3',
-                '--num_clones=2', '--clone_on_cpu')
+                '--num_clones=2', '--clone_on_cpu', '--batch_size=8',
+                '--log_every_n_steps=1')
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert est.global_step_of(tf.train.latest_checkpoint(train_dir)) == 3
+  steps = re.findall(r'^step (\d+): .*; (\d+) images/step\)$', trained.stdout,
+                     re.M)
+  assert steps == [('1', '16'), ('2', '16'), ('3', '16')], trained.stdout
+
+
+@pytest.mark.slow
+def test_evaluation_on_seven_devices_equals_one_device(digits_dir, tmp_path):
+  """360 images in batches of 7 x 17 = 119: the last batch has 3 images,
+  fewer than the devices, and every metric still equals one device's."""
+  trained = _estimator(str(tmp_path / 'model'), digits_dir,
+                       optimizer=classifier.OptimizerParams(
+                           optimizer='sgd', learning_rate=0.01))
+  trained.train(_input_fn(digits_dir), max_steps=20)
+  outputs = []
+  for clones in ('1', '7'):
+    evaluated = run(EVAL, '--model_name=lenet', '--dataset_name=digits',
+                    '--dataset_split_name=validation',
+                    '--dataset_dir=' + digits_dir,
+                    '--checkpoint_path=' + str(tmp_path / 'model'),
+                    '--eval_dir=' + str(tmp_path / ('eval' + clones)),
+                    '--num_clones=' + clones, '--clone_on_cpu',
+                    '--batch_size=' + ('119' if clones == '1' else '17'))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    outputs.append(re.findall(r'^(\w+) = ([\d.]+)$', evaluated.stdout, re.M))
+  assert [name for name, _ in outputs[0]] == ['Accuracy', 'Recall_5']
+  assert outputs[0] == outputs[1]
+  assert 0.3 < float(outputs[0][0][1]) < 1.0
 
 
 # -- fine-tuning (in process, through the same model_fn) ----------------------
@@ -237,13 +268,44 @@ def test_train_dir_that_is_a_file_is_refused_untouched(digits_dir, tmp_path):
 
 
 # -- optimizers, schedules, moving averages, eval modes -------------------------
+@pytest.mark.parametrize('clones', [1, 2])
 @pytest.mark.parametrize('optimizer', classifier.OPTIMIZERS)
-def test_every_optimizer_takes_a_step(optimizer, digits_dir, tmp_path):
-  estimator = _estimator(str(tmp_path), digits_dir,
-                         optimizer=classifier.OptimizerParams(
-                             optimizer=optimizer, learning_rate=0.01))
+def test_every_optimizer_takes_a_step(optimizer, clones, digits_dir, tmp_path):
+  """The script's optimizers (RMSProp is its default) on 1 and 2 clones:
+  slots are made once, under one device's names."""
+  estimator = _estimator(
+      str(tmp_path), digits_dir,
+      optimizer=classifier.OptimizerParams(optimizer=optimizer,
+                                           learning_rate=0.01),
+      deployment=model_deploy.DeploymentConfig(num_clones=clones,
+                                               clone_on_cpu=clones > 1))
   estimator.train(_input_fn(digits_dir), max_steps=1)
-  assert est.global_step_of(estimator.latest_checkpoint()) == 1
+  checkpoint = estimator.latest_checkpoint()
+  assert est.global_step_of(checkpoint) == 1
+  names = [name for name, _ in tf.train.list_variables(checkpoint)]
+  assert not [n for n in names if 'clone_' in n]
+  if optimizer != 'sgd':
+    assert [n for n in names if n.startswith('LeNet/fc4/weights/')], names
+
+
+def test_decay_steps_count_the_images_of_every_clone_and_replica():
+  p = classifier.ClassifierParams(
+      model_name='lenet', num_classes=10, batch_size=8,
+      deployment=model_deploy.DeploymentConfig(num_clones=4),
+      optimizer=classifier.OptimizerParams(sync_replicas=True,
+                                           replicas_to_aggregate=3))
+  assert classifier.images_per_step(p) == 8 * 4 * 3
+  p.optimizer = classifier.OptimizerParams(
+      learning_rate=1.0, learning_rate_decay_factor=0.5,
+      num_epochs_per_decay=1.0)  # async: one worker's clones per step
+  assert classifier.images_per_step(p) == 32
+  with tf.Graph().as_default():
+    step = tf1.placeholder(tf.int64, [])
+    rate = classifier.configure_learning_rate(
+        p.optimizer, 320, classifier.images_per_step(p), step)
+    with tf1.Session() as sess:  # an epoch of 320 images is 10 steps
+      got = [sess.run(rate, {step: s}) for s in (9, 10, 20)]
+  np.testing.assert_allclose(got, [1.0, 0.5, 0.25])
 
 
 @pytest.mark.parametrize('decay, want', [
@@ -257,7 +319,7 @@ def test_learning_rate_schedules(decay, want):
                                  num_epochs_per_decay=1.0)
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])
-    rate = classifier.configure_learning_rate(p, 100, 10, step)  # 10 steps/epoch
+    rate = classifier.configure_learning_rate(p, 100, 10, step)  # 10 images/step
     with tf1.Session() as sess:
       got = [sess.run(rate, {step: s}) for s in (0, 5, 20)]
   np.testing.assert_allclose(got, want, rtol=1e-5)
