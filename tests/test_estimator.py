@@ -146,3 +146,41 @@ def test_run_config_reads_the_cluster_from_tf_config(monkeypatch):
   assert not config.is_chief
   assert config.num_ps_replicas == 1 and config.num_worker_replicas == 3
   assert config.master == 'grpc://h2:1'
+
+
+def test_exported_saved_model_initialises_local_variables_and_tables(
+    trained, tmp_path):
+  """A serving graph with a table (class names) and a local variable (a
+  running count, as streaming metrics keep) works after a plain load."""
+  estimator, x, _ = trained
+
+  def serving_model_fn(features, labels, mode, params):
+    logits = tf1.layers.dense(features['x'], params['n_classes'])
+    classes = tf.argmax(logits, axis=1)
+    names = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant([0, 1], tf.int64), tf.constant(['neg', 'pos'])), '?')
+    seen = tf1.get_local_variable('seen', [], tf.int64,
+                                  initializer=tf1.zeros_initializer())
+    counted = tf1.assign_add(seen, tf.shape(classes, out_type=tf.int64)[0])
+    predictions = {'names': names.lookup(classes), 'seen': counted + 0}
+    return tf_estimator.EstimatorSpec(
+        mode, predictions=predictions,
+        export_outputs={'serving_default':
+                        tf_estimator.export.PredictOutput(predictions)})
+
+  exporter = tf_estimator.Estimator(serving_model_fn, estimator.model_dir,
+                                    params=estimator.params)
+  receiver = tf_estimator.export.build_raw_serving_input_receiver_fn(
+      {'x': tf.zeros([1, 4])})
+  export_dir = exporter.export_saved_model(str(tmp_path / 'export'), receiver)
+  classes = [p['classes'] for p in estimator.predict(
+      lambda: tf.data.Dataset.from_tensor_slices({'x': x[:5]}).batch(5))]
+  with tf.Graph().as_default(), tf1.Session() as sess:
+    meta = tf1.saved_model.loader.load(sess, ['serve'], export_dir)
+    signature = meta.signature_def['serving_default']
+    fetch = {k: v.name for k, v in signature.outputs.items()}
+    out = sess.run(fetch, {signature.inputs['x'].name: x[:5]})
+  assert [n.decode() for n in out['names']] == [
+      ['neg', 'pos'][c] for c in classes]
+  assert out['seen'] == 5  # started from zero: the local variable was initialised
