@@ -307,17 +307,21 @@ def model_fn(features, labels, mode, params):
 def make_input_fn(descriptor, model_name, batch_size, is_training,
                   preprocessing_name=None, image_size=None, num_readers=4,
                   num_preprocessing_threads=4, labels_offset=0,
-                  num_epochs=None, deterministic=False, seed=None):
+                  num_epochs=None, deterministic=False, seed=None,
+                  use_grayscale=False):
   """input_fn reading `descriptor`'s records, preprocessed for `model_name`."""
   info = nets_factory.get_info(model_name)
   preprocess = preprocessing_factory.get_preprocessing(
-      preprocessing_name or model_name, is_training=is_training)
+      preprocessing_name or model_name, is_training=is_training,
+      use_grayscale=use_grayscale)
   size = image_size or info.default_image_size
 
   def input_fn():
     return reader.make_dataset(
         descriptor, batch_size,
-        preprocess_fn=lambda image: preprocess(image, size, size),
+        # kwargs: the record's bounding boxes (bbox=) where the data has them.
+        preprocess_fn=lambda image, **kwargs: preprocess(image, size, size,
+                                                         **kwargs),
         is_training=is_training, num_readers=num_readers,
         num_preprocessing_threads=num_preprocessing_threads,
         num_epochs=num_epochs, seed=seed, deterministic=deterministic,

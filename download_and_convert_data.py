@@ -33,7 +33,8 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string('dataset_name', None,
                       'One of: %s.' % ', '.join(sorted(converters.SOURCES)), **fv)
   flags.DEFINE_string('dataset_dir', None, 'Where the TFRecords, labels.txt and '
-                      'splits.json are written.', **fv)
+                      '<dataset_name>_dataset.json are written (~ and $VARS '
+                      'expanded).', **fv)
   flags.DEFINE_string('source_dir', None, 'Where the source files are; default '
                       '--dataset_dir.', **fv)
   flags.DEFINE_boolean('download', False, 'Download missing source archives from '
@@ -51,16 +52,18 @@ def define_flags(flag_values=flags.FLAGS):
 def run(flag_values):
   """Converts as `flag_values` say; returns the exit code (errors in one line)."""
   f = flag_values
+  dataset_dir = dataset_utils.expand_path(f.dataset_dir)
   try:
     sizes = converters.convert(
-        f.dataset_name, f.dataset_dir, source_dir=f.source_dir, download=f.download,
+        f.dataset_name, dataset_dir, source_dir=dataset_utils.expand_path(f.source_dir),
+        download=f.download,
         num_shards=f.num_shards, validation_fraction=f.validation_fraction,
         seed=f.seed, num_threads=f.num_threads)
   except dataset_utils.ConversionError as e:
     print('error: %s' % e, file=sys.stderr)
     return 1
   print('converted %s into %s: %s' % (
-      f.dataset_name, f.dataset_dir,
+      f.dataset_name, dataset_dir,
       ', '.join('%s %d' % item for item in sorted(sizes.items()))))
   return 0
 

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import classifier
 from datasets import dataset_factory
+from datasets import dataset_utils
 from deployment import estimator as est
 from deployment import model_deploy
 from nets import nets_factory
@@ -51,6 +52,8 @@ flags.DEFINE_integer('labels_offset', 0,
 flags.DEFINE_string('model_name', 'inception_v3', 'Network to evaluate.')
 flags.DEFINE_string('preprocessing_name', None,
                     'Preprocessing; defaults to the network\'s.')
+flags.DEFINE_bool('use_grayscale', False,
+                  'Whether to convert input images to grayscale.')
 flags.DEFINE_float('moving_average_decay', None,
                    'Evaluate the moving averages kept with this decay.')
 flags.DEFINE_integer('eval_image_size', None,
@@ -61,6 +64,12 @@ flags.DEFINE_integer('eval_interval_secs', 60,
                      'Seconds between polls for a new checkpoint.')
 flags.DEFINE_integer('eval_timeout_secs', None,
                      'Stop waiting after this long without a new checkpoint.')
+
+
+def expand_path_flags():
+  """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
+  for name in ('checkpoint_path', 'eval_dir', 'dataset_dir'):
+    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
 def checkpoints():
@@ -82,10 +91,11 @@ def main(_):
     nets_factory.get_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
-    dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
-                                          F.dataset_dir)
     if F.batch_size < 1:
       raise ValueError('--batch_size must be at least 1, got %d' % F.batch_size)
+    expand_path_flags()
+    dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
+                                          F.dataset_dir)
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu)
     deployment.check_devices_available()
@@ -103,7 +113,8 @@ def main(_):
         preprocessing_name=F.preprocessing_name, image_size=F.eval_image_size,
         num_readers=F.num_readers,
         num_preprocessing_threads=F.num_preprocessing_threads,
-        labels_offset=F.labels_offset, num_epochs=1, deterministic=True)
+        labels_offset=F.labels_offset, use_grayscale=F.use_grayscale,
+        num_epochs=1, deterministic=True)
     steps = F.max_num_batches or math.ceil(dataset.num_samples / batch)
     for checkpoint in checkpoints():
       # Summaries go to <eval model dir>/eval.

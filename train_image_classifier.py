@@ -20,6 +20,7 @@ import tensorflow as tf
 
 import classifier
 from datasets import dataset_factory
+from datasets import dataset_utils
 from deployment import estimator as est
 from deployment import model_deploy
 from nets import nets_factory
@@ -79,6 +80,8 @@ flags.DEFINE_integer('labels_offset', 0,
 flags.DEFINE_string('model_name', 'inception_v3', 'Network to train.')
 flags.DEFINE_string('preprocessing_name', None,
                     'Preprocessing; defaults to the network\'s.')
+flags.DEFINE_bool('use_grayscale', False,
+                  'Whether to convert input images to grayscale.')
 flags.DEFINE_integer('batch_size', 32,
                      'Images per clone; a step takes batch_size x num_clones.')
 flags.DEFINE_integer('train_image_size', None,
@@ -94,6 +97,12 @@ flags.DEFINE_string('trainable_scopes', None,
 flags.DEFINE_boolean('ignore_missing_vars', False,
                      'Skip variables missing from checkpoint_path.')
 flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
+
+
+def expand_path_flags():
+  """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
+  for name in ('train_dir', 'dataset_dir', 'checkpoint_path'):
+    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
 def optimizer_params():
@@ -146,6 +155,7 @@ def main(_):
     nets_factory.get_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
+    expand_path_flags()
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
     estimator = build_estimator(dataset)
@@ -154,7 +164,7 @@ def main(_):
         preprocessing_name=F.preprocessing_name,
         image_size=F.train_image_size, num_readers=F.num_readers,
         num_preprocessing_threads=F.num_preprocessing_threads,
-        labels_offset=F.labels_offset)
+        labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
     estimator.train(input_fn, max_steps=F.max_number_of_steps)
   except (ValueError, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % classifier.one_line(e),

@@ -107,7 +107,7 @@ def main():
   parser.add_argument('--warmup', type=int, default=2)
   args = parser.parse_args()
   digits_dir = os.path.join(tempfile.gettempdir(), 'slim_zoo_bench_digits')
-  if not os.path.exists(os.path.join(digits_dir, 'splits.json')):
+  if not os.path.exists(os.path.join(digits_dir, 'digits_dataset.json')):
     converters.convert('digits', digits_dir, stream=open(os.devnull, 'w'))
   print('model        clones  harness img/s  anchor img/s  ratio')
   for model in args.models.split(','):

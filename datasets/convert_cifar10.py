@@ -16,6 +16,8 @@ from datasets import converters
 from datasets import dataset_utils
 
 URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'
+# The md5 published on https://www.cs.toronto.edu/~kriz/cifar.html.
+PUBLISHED = dataset_utils.Published(md5='c58f30108f718f92721af3b95e74349a')
 ARCHIVE = 'cifar-10-python.tar.gz'
 EXTRACTED = 'cifar-10-batches-py'
 BATCHES = {'train': ['data_batch_%d' % i for i in range(1, 6)], 'test': ['test_batch']}
@@ -48,8 +50,8 @@ def _load_batch(f, where):
   try:
     batch = _ArrayUnpickler(f, encoding='bytes').load()
   except Exception as e:  # a damaged pickle raises many types
-    raise dataset_utils.ConversionError('cannot read CIFAR-10 batch %s: %s'
-                                        % (where, e)) from None
+    raise dataset_utils.ConversionError('cannot read CIFAR-10 batch %s: %s%s'
+                                        % (where, e, dataset_utils.DAMAGED_HINT)) from None
   return {(k.decode() if isinstance(k, bytes) else k): v for k, v in batch.items()}
 
 
@@ -73,7 +75,9 @@ def _read_batches(source_dir, download):
       raise dataset_utils.ConversionError(
           'missing %s; put %s in %s or pass --download' % (archive, ARCHIVE, source_dir))
     os.makedirs(source_dir, exist_ok=True)
-    dataset_utils.download(URL, archive)
+    dataset_utils.download(URL, archive, PUBLISHED)
+  elif download:
+    dataset_utils.check_existing(archive, PUBLISHED)
   batches = {}
   try:
     with tarfile.open(archive) as tar:
@@ -83,8 +87,8 @@ def _read_batches(source_dir, download):
           batches[name] = _load_batch(tar.extractfile(member),
                                       '%s:%s' % (archive, member.name))
   except (tarfile.TarError, EOFError, OSError) as e:
-    raise dataset_utils.ConversionError('cannot read archive %s: %s'
-                                        % (archive, e)) from None
+    raise dataset_utils.ConversionError('cannot read archive %s: %s%s' % (
+        archive, e, dataset_utils.DAMAGED_HINT)) from None
   missing = sorted(set(names) - set(batches))
   if missing:
     raise dataset_utils.ConversionError('%s lacks %s' % (archive, ', '.join(missing)))

@@ -12,6 +12,10 @@ from datasets import converters
 from datasets import dataset_utils
 
 URL = 'http://download.tensorflow.org/example_images/flower_photos.tgz'
+# Size and sha256 published by TensorFlow Datasets (url_checksums/tf_flowers.txt).
+PUBLISHED = dataset_utils.Published(
+    size=228813984,
+    sha256='4c54ace7911aaffe13a365c34f650e71dd5bf1be0a58b464e5a7183e3e595d9c')
 ARCHIVE = 'flower_photos.tgz'
 EXTRACTED = 'flower_photos'
 NUM_VALIDATION = 350
@@ -29,7 +33,9 @@ def _photos_root(options):
           'missing %s; put %s in %s or pass --download'
           % (archive, ARCHIVE, options.source_dir))
     os.makedirs(options.source_dir, exist_ok=True)
-    dataset_utils.download(URL, archive)
+    dataset_utils.download(URL, archive, PUBLISHED)
+  elif options.download:
+    dataset_utils.check_existing(archive, PUBLISHED)
   dataset_utils.safe_extract_tar(archive, options.work_dir)
   root = os.path.join(options.work_dir, EXTRACTED)
   if not os.path.isdir(root):

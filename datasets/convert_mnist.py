@@ -19,6 +19,18 @@ FILES = {  # split -> (images, labels)
     'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
     'test': ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz'),
 }
+# Sizes from http://yann.lecun.com/exdb/mnist/, sha256 from TensorFlow Datasets
+# (url_checksums/mnist.txt).
+PUBLISHED = {
+    'train-images-idx3-ubyte.gz': dataset_utils.Published(
+        9912422, sha256='440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609'),
+    'train-labels-idx1-ubyte.gz': dataset_utils.Published(
+        28881, sha256='3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c'),
+    't10k-images-idx3-ubyte.gz': dataset_utils.Published(
+        1648877, sha256='8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6'),
+    't10k-labels-idx1-ubyte.gz': dataset_utils.Published(
+        4542, sha256='f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6'),
+}
 IMAGES_MAGIC, LABELS_MAGIC = 2051, 2049  # idx: uint8 data, 3 and 1 dimensions
 CLASS_NAMES = ('zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven',
                'eight', 'nine')
@@ -28,12 +40,15 @@ DEFAULT_SHARDS = {'train': 2, 'test': 1}
 def _locate(source_dir, filename, download):
   path = os.path.join(source_dir, filename)
   if os.path.exists(path):
+    if download:
+      dataset_utils.check_existing(path, PUBLISHED[filename])
     return path
   if os.path.exists(path[:-len('.gz')]):
     return path[:-len('.gz')]
   if download:
     os.makedirs(source_dir, exist_ok=True)
-    return dataset_utils.download([url + filename for url in URLS], path)
+    return dataset_utils.download([url + filename for url in URLS], path,
+                                  PUBLISHED[filename])
   raise dataset_utils.ConversionError(
       'missing %s; put the MNIST files in %s or pass --download' % (path, source_dir))
 
@@ -45,7 +60,8 @@ def read_idx(path, magic):
     with opener(path, 'rb') as f:
       data = f.read()
   except (OSError, EOFError) as e:
-    raise dataset_utils.ConversionError('cannot read %s: %s' % (path, e)) from None
+    raise dataset_utils.ConversionError('cannot read %s: %s%s' % (
+        path, e, dataset_utils.DAMAGED_HINT)) from None
   ndim = magic & 0xff
   header = 4 + 4 * ndim
   if len(data) < header or struct.unpack('>i', data[:4])[0] != magic:
@@ -54,8 +70,9 @@ def read_idx(path, magic):
   shape = struct.unpack('>%di' % ndim, data[4:header])
   if len(data) - header != int(np.prod(shape)):
     raise dataset_utils.ConversionError(
-        '%s holds %d bytes of data, its header promises %s'
-        % (path, len(data) - header, 'x'.join(map(str, shape))))
+        '%s holds %d bytes of data, its header promises %s%s'
+        % (path, len(data) - header, 'x'.join(map(str, shape)),
+           dataset_utils.DAMAGED_HINT))
   return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
 
 

@@ -4,12 +4,19 @@ One mechanism for every source. A source module (convert_<name>.py) reads what
 the user has and returns a Conversion: per split, the ordered items and the
 number of shards, plus `to_example(item) -> tf.train.Example`. This module then
 
-- writes each shard under a hidden temporary name and renames it into place
-  (os.replace) when complete, so no record file is ever half-written;
+- writes each shard under a hidden temporary name, flushes and fsyncs it and
+  renames it into place (os.replace) when complete, so no record file is ever
+  half-written, even after a power cut;
 - skips shards that already exist when rerun with the same inputs and settings
   (recorded as a fingerprint in .<name>-conversion.json), so an interrupted
-  conversion resumes; other records matching the dataset's pattern are refused;
-- writes labels.txt and then splits.json last: splits.json marks completion.
+  conversion resumes (a kept shard is counted again first); other records
+  matching the dataset's pattern are refused;
+- fsyncs the directory, then writes <name>_dataset.json (sizes, classes, label
+  names, and every shard's byte size, record count and digest, which readers
+  check) and labels.txt (TF-Slim's file). <name>_dataset.json marks completion
+  and belongs to that dataset alone: other datasets in the directory, and their
+  metadata, are never touched, so a failed conversion leaves them readable;
+- removes scratch directories and temporaries left by interrupted conversions.
 """
 import concurrent.futures
 import dataclasses
@@ -17,6 +24,7 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -89,16 +97,45 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
   if not 0 <= validation_fraction < 1:
     raise dataset_utils.ConversionError(
         'validation_fraction must be in [0, 1), got %r' % validation_fraction)
-  dataset_dir = os.path.abspath(dataset_dir)
+  dataset_dir = os.path.abspath(dataset_utils.expand_path(dataset_dir))
+  source_dir = os.path.abspath(dataset_utils.expand_path(source_dir) or dataset_dir)
   os.makedirs(dataset_dir, exist_ok=True)
+  remove_abandoned_work_dirs(dataset_dir)
   source = importlib.import_module(SOURCES[dataset_name])
-  with tempfile.TemporaryDirectory(prefix='.work-', dir=dataset_dir) as work_dir:
+  # The pid in the name tells a later run whether its owner is still alive.
+  with tempfile.TemporaryDirectory(prefix='%s%d-' % (WORK_PREFIX, os.getpid()),
+                                   dir=dataset_dir) as work_dir:
     options = SourceOptions(
-        source_dir=os.path.abspath(source_dir or dataset_dir), work_dir=work_dir,
+        source_dir=source_dir, work_dir=work_dir,
         download=download, num_shards=num_shards,
         validation_fraction=validation_fraction, seed=seed)
     conversion = source.make_conversion(options)
     return write(conversion, dataset_dir, num_threads=num_threads, stream=stream)
+
+
+WORK_PREFIX = '.work-'
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # exists, owned by someone else
+    return True
+  return True
+
+
+def remove_abandoned_work_dirs(dataset_dir):
+  """Deletes the scratch directories (e.g. an extracted archive) of
+  conversions that were killed; those of running conversions stay."""
+  for name in os.listdir(dataset_dir):
+    path = os.path.join(dataset_dir, name)
+    if not name.startswith(WORK_PREFIX) or not os.path.isdir(path):
+      continue
+    pid = name[len(WORK_PREFIX):].split('-', 1)[0]
+    if not pid.isdigit() or not _alive(int(pid)):
+      shutil.rmtree(path, ignore_errors=True)
 
 
 def write(conversion, dataset_dir, num_threads=None, stream=None):
@@ -109,16 +146,23 @@ def write(conversion, dataset_dir, num_threads=None, stream=None):
           split.name, shard, split.num_shards)) for shard in range(split.num_shards)]
       for split in conversion.splits}
   _claim(conversion, dataset_dir, shard_paths)
+  for paths in shard_paths.values():  # temporaries of a killed run
+    for path in paths:
+      if os.path.exists(dataset_utils.temporary_path(path)):
+        os.remove(dataset_utils.temporary_path(path))
 
   num_threads = num_threads or min(4, os.cpu_count() or 1)
+  shards = {}
   for split in conversion.splits:
-    _write_split(conversion, split, shard_paths[split.name], num_threads,
-                 stream or sys.stderr)
-
-  sizes = {split.name: len(split.items) for split in conversion.splits}
+    shards[split.name] = _write_split(conversion, split, shard_paths[split.name],
+                                      num_threads, stream or sys.stderr)
+  # The renames must be on disk before the metadata that vouches for them.
+  dataset_utils.fsync_directory(dataset_dir)
+  dataset_utils.write_metadata(dataset_dir, conversion.dataset_name, shards,
+                               conversion.num_classes, conversion.labels_to_names)
   dataset_utils.write_label_file(conversion.labels_to_names, dataset_dir)
-  dataset_utils.write_splits_file(sizes, conversion.num_classes, dataset_dir)
-  return sizes
+  dataset_utils.fsync_directory(dataset_dir)
+  return {split.name: len(split.items) for split in conversion.splits}
 
 
 def _fingerprint(conversion):
@@ -161,42 +205,51 @@ def _claim(conversion, dataset_dir, shard_paths):
         '%s already holds %s records from a conversion of other inputs or settings '
         '(%s); delete them or choose another --dataset_dir'
         % (dataset_dir, name, ', '.join(sorted(os.path.basename(p) for p in existing))))
-  # A new conversion: its splits.json will be written when it is complete.
-  splits_path = os.path.join(dataset_dir, dataset_utils.SPLITS_FILENAME)
-  if os.path.exists(splits_path):
-    os.remove(splits_path)
+  # A new conversion of this dataset; other datasets' files stay untouched.
   dataset_utils.atomic_write_text(
       claim_path, json.dumps({'dataset_name': name, 'fingerprint': fingerprint}) + '\n')
 
 
 def _write_split(conversion, split, paths, num_threads, stream):
+  """Writes the missing shards of `split`; returns every shard's metadata."""
   bounds = np.linspace(0, len(split.items), split.num_shards + 1).astype(int)
+  expected = [int(bounds[i + 1] - bounds[i]) for i in range(len(paths))]
   todo = [(path, split.items[bounds[i]:bounds[i + 1]])
           for i, path in enumerate(paths) if not os.path.exists(path)]
   what = '%s %s' % (conversion.dataset_name, split.name)
+  entries = {}
+  for path, count in zip(paths, expected):
+    if os.path.exists(path):  # kept from an interrupted run: check it
+      entry = dataset_utils.shard_entry(path)
+      if entry['records'] != count:
+        raise dataset_utils.ConversionError(
+            '%s holds %d records, this conversion puts %d there; delete it and '
+            'run again' % (path, entry['records'], count))
+      entries[path] = entry
   if len(todo) < len(paths):
     stream.write('%s: %d of %d shards already complete, skipped\n'
                  % (what, len(paths) - len(todo), len(paths)))
-  if not todo:
-    return
-  progress = dataset_utils.Progress(what, sum(len(items) for _, items in todo),
-                                    stream=stream)
-  stop = threading.Event()
-  pool = concurrent.futures.ThreadPoolExecutor(num_threads)
-  futures = [pool.submit(_write_shard, path, items, conversion.to_example,
-                         progress, stop) for path, items in todo]
-  try:
-    for future in concurrent.futures.as_completed(futures):
-      future.result()  # re-raises the first failure
-  except BaseException:
-    # Abandon the other shards (also on Ctrl-C): they remove their temporaries.
-    stop.set()
-    for future in futures:
-      future.cancel()
-    raise
-  finally:
-    pool.shutdown(wait=True)
-  progress.done()
+  if todo:
+    progress = dataset_utils.Progress(what, sum(len(items) for _, items in todo),
+                                      stream=stream)
+    stop = threading.Event()
+    pool = concurrent.futures.ThreadPoolExecutor(num_threads)
+    futures = [pool.submit(_write_shard, path, items, conversion.to_example,
+                           progress, stop) for path, items in todo]
+    try:
+      for future in concurrent.futures.as_completed(futures):
+        entry = future.result()  # re-raises the first failure
+        entries[os.path.join(os.path.dirname(paths[0]), entry['file'])] = entry
+    except BaseException:
+      # Abandon the other shards (also on Ctrl-C): they remove their temporaries.
+      stop.set()
+      for future in futures:
+        future.cancel()
+      raise
+    finally:
+      pool.shutdown(wait=True)
+    progress.done()
+  return [entries[path] for path in paths]
 
 
 class _Stopped(Exception):
@@ -204,6 +257,7 @@ class _Stopped(Exception):
 
 
 def _write_shard(path, items, to_example, progress, stop):
+  """Writes one shard durably; returns its metadata entry."""
   tmp = dataset_utils.temporary_path(path)
   try:
     with tf.io.TFRecordWriter(tmp) as writer:
@@ -212,7 +266,13 @@ def _write_shard(path, items, to_example, progress, stop):
           raise _Stopped()
         writer.write(to_example(item).SerializeToString())
         progress.add(1)
+      writer.flush()
+    with open(tmp, 'rb+') as f:  # the writer cannot fsync; its file is closed
+      os.fsync(f.fileno())
+    entry = dataset_utils.shard_entry(tmp, records=len(items))
+    entry['file'] = os.path.basename(path)
     os.replace(tmp, path)
+    return entry
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)

@@ -10,6 +10,9 @@ Also here: atomic file writes, tar extraction that refuses members escaping the
 target directory, downloads that fail in one clear line, the image check every
 folder image goes through, and a rate-limited progress report.
 """
+import dataclasses
+import hashlib
+import http.client
 import io
 import json
 import os
@@ -19,6 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from typing import Optional
 
 import numpy as np
 import PIL.Image
@@ -27,11 +31,17 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 LABELS_FILENAME = 'labels.txt'
-SPLITS_FILENAME = 'splits.json'
+SPLITS_FILENAME = 'splits.json'  # written by earlier versions; no longer read
+METADATA_PATTERN = '%s_dataset.json'  # one per dataset name: sizes, classes, shards
+DIGEST_BYTES = 1 << 16  # a shard's digest covers its first and last 64 KiB
 
 # Extensions scanned in image folders; anything else (README, .DS_Store) is ignored.
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.gif', '.webp', '.tif',
                     '.tiff')
+
+
+DAMAGED_HINT = ('; it may be a partial or damaged download, and can be deleted: '
+                'delete it and run again (with --download to fetch it)')
 
 
 class ConversionError(ValueError):
@@ -44,6 +54,12 @@ def int64_feature(values):
   if not isinstance(values, (tuple, list, np.ndarray)):
     values = [values]
   return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+
+def float_feature(values):
+  if not isinstance(values, (tuple, list, np.ndarray)):
+    values = [values]
+  return tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in values]))
 
 
 def bytes_feature(value):
@@ -115,15 +131,67 @@ def read_label_file(dataset_dir, filename=LABELS_FILENAME):
   return labels_to_names
 
 
-def write_splits_file(split_sizes, num_classes, dataset_dir):
-  content = dict(split_sizes, num_classes=int(num_classes))
-  atomic_write_text(os.path.join(dataset_dir, SPLITS_FILENAME),
-                    json.dumps(content, indent=2, sort_keys=True) + '\n')
+def expand_path(path):
+  """`~` and $VARIABLES expanded (flags given as --flag=~/x reach us unexpanded)."""
+  if not path:
+    return path
+  return os.path.expandvars(os.path.expanduser(path))
 
 
-def read_splits_file(dataset_dir):
-  """{split: num_samples, 'num_classes': n}, or None when there is no splits.json."""
-  path = os.path.join(dataset_dir, SPLITS_FILENAME)
+def fsync_directory(path):
+  """Makes the renames inside `path` durable (a no-op where directories cannot
+  be opened, e.g. Windows)."""
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return
+  try:
+    os.fsync(fd)
+  except OSError:
+    pass
+  finally:
+    os.close(fd)
+
+
+def shard_digest(path):
+  """sha256 of a file's size, first and last DIGEST_BYTES: cheap to check on
+  every open, and changed by any truncation or replacement in practice."""
+  size = os.path.getsize(path)
+  digest = hashlib.sha256(str(size).encode())
+  with open(path, 'rb') as f:
+    digest.update(f.read(DIGEST_BYTES))
+    if size > DIGEST_BYTES:
+      f.seek(max(DIGEST_BYTES, size - DIGEST_BYTES))
+      digest.update(f.read())
+  return digest.hexdigest()
+
+
+def metadata_path(dataset_dir, dataset_name):
+  return os.path.join(dataset_dir, METADATA_PATTERN % dataset_name)
+
+
+def write_metadata(dataset_dir, dataset_name, splits, num_classes, labels_to_names):
+  """Writes <name>_dataset.json, the proof that a conversion finished.
+
+  `splits` is {split: [{'file', 'bytes', 'records', 'digest'}, ...]}; the file
+  records the split sizes, classes, label names and every shard.
+  """
+  content = {
+      'dataset_name': dataset_name,
+      'num_classes': int(num_classes),
+      'labels_to_names': {str(k): v for k, v in sorted(labels_to_names.items())},
+      'splits': {
+          split: {'num_samples': sum(s['records'] for s in shards), 'shards': shards}
+          for split, shards in splits.items()},
+  }
+  path = metadata_path(dataset_dir, dataset_name)
+  atomic_write_text(path, json.dumps(content, indent=1, sort_keys=True) + '\n')
+  fsync_directory(dataset_dir)
+
+
+def read_metadata(dataset_dir, dataset_name):
+  """The content of <name>_dataset.json, or None when there is none."""
+  path = metadata_path(dataset_dir, dataset_name)
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path, 'r') as f:
@@ -131,10 +199,54 @@ def read_splits_file(dataset_dir):
       content = json.loads(f.read())
     except json.JSONDecodeError as e:
       raise ValueError('%s is not valid JSON: %s' % (path, e)) from None
-  if (not isinstance(content, dict) or 'num_classes' not in content
-      or not all(isinstance(v, int) for v in content.values())):
-    raise ValueError("%s must map split names and 'num_classes' to integers" % path)
+  try:
+    if content['dataset_name'] != dataset_name:
+      raise ValueError("%s describes dataset '%s', not '%s'"
+                       % (path, content['dataset_name'], dataset_name))
+    int(content['num_classes'])
+    for split in content['splits'].values():
+      for shard in split['shards']:
+        (shard['file'], int(shard['bytes']), int(shard['records']), shard['digest'])
+  except (KeyError, TypeError, AttributeError) as e:
+    raise ValueError('%s lacks %s; rerun download_and_convert_data.py'
+                     % (path, e)) from None
   return content
+
+
+def metadata_labels(content):
+  return {int(k): v for k, v in content.get('labels_to_names', {}).items()}
+
+
+def count_records(path):
+  """Records in a TFRecord file; raises ValueError naming a damaged file."""
+  try:
+    return sum(1 for _ in tf.compat.v1.io.tf_record_iterator(path))
+  except tf.errors.OpError as e:
+    raise ValueError('%s is damaged (%s); delete it and convert again'
+                     % (path, e.message.splitlines()[0])) from None
+
+
+def shard_entry(path, records=None):
+  """The metadata of one shard: file name, byte size, record count, digest."""
+  return {'file': os.path.basename(path), 'bytes': os.path.getsize(path),
+          'records': count_records(path) if records is None else int(records),
+          'digest': shard_digest(path)}
+
+
+def describe_records(dataset_dir, dataset_name, split_files, num_classes,
+                     labels_to_names=None):
+  """Writes the metadata of record files written by other means (e.g. your own
+  writer): `split_files` is {split: [shard paths in dataset_dir]}."""
+  write_metadata(dataset_dir, dataset_name,
+                 {split: [shard_entry(p) for p in paths]
+                  for split, paths in split_files.items()},
+                 num_classes, labels_to_names or {})
+
+
+def warn(message, stream=None):
+  stream = stream or sys.stderr
+  stream.write('warning: %s\n' % message)
+  stream.flush()
 
 
 # --- archives and downloads -----------------------------------------------------
@@ -162,13 +274,53 @@ def safe_extract_tar(archive_path, target_dir):
         raise ConversionError('refusing to extract %r from %s: %s'
                               % (e.tarinfo.name, archive_path, e)) from None
   except (tarfile.TarError, EOFError) as e:
-    raise ConversionError('cannot read archive %s: %s' % (archive_path, e)) from None
+    raise ConversionError('cannot read archive %s: %s%s' % (archive_path, e, DAMAGED_HINT)) from None
 
 
-def download(urls, path, timeout=60):
-  """Fetches the first of `urls` that answers into `path` (atomically).
+def file_checksum(path, algorithm):
+  digest = hashlib.new(algorithm)
+  with open(path, 'rb') as f:
+    for chunk in iter(lambda: f.read(1 << 20), b''):
+      digest.update(chunk)
+  return digest.hexdigest()
 
-  Raises ConversionError in one line when none can be fetched (e.g. no network).
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+  """What the publisher of an archive says about it (size and/or checksum)."""
+  size: Optional[int] = None
+  md5: Optional[str] = None
+  sha256: Optional[str] = None
+
+  def check(self, path):
+    """None when `path` is the published file, else what is wrong with it."""
+    size = os.path.getsize(path)
+    if self.size is not None and size != self.size:
+      return '%d bytes, the published file has %d' % (size, self.size)
+    for algorithm in ('sha256', 'md5'):
+      expected = getattr(self, algorithm)
+      if expected:
+        actual = file_checksum(path, algorithm)
+        if actual != expected:
+          return '%s %s, the published file has %s' % (algorithm, actual, expected)
+    return None
+
+
+def check_existing(path, published):
+  """Refuses an archive already at `path` that is not the published one."""
+  problem = published.check(path) if published else None
+  if problem:
+    raise ConversionError('%s is not the published file (%s); it can be deleted: '
+                          'delete it and run again' % (path, problem))
+
+
+def download(urls, path, published=None, timeout=60):
+  """Fetches the first of `urls` that answers into `path`.
+
+  The bytes go to a hidden temporary file, which is renamed to `path` only
+  when its size equals the Content-Length and matches `published` (a
+  Published); otherwise it is deleted. Raises ConversionError in one line
+  naming the file when nothing good could be fetched.
   """
   if isinstance(urls, str):
     urls = [urls]
@@ -181,23 +333,40 @@ def download(urls, path, timeout=60):
         total = int(response.headers.get('Content-Length') or 0)
         progress = Progress('downloading %s' % url, total or None, unit='MB',
                             scale=1 << 20)
+        received = 0
         while True:
-          chunk = response.read(1 << 20)
+          try:
+            chunk = response.read(1 << 20)
+          except http.client.IncompleteRead as e:
+            received += len(e.partial)
+            chunk = b''
           if not chunk:
             break
           out.write(chunk)
+          received += len(chunk)
           progress.add(len(chunk))
         progress.done()
+        out.flush()
+        os.fsync(out.fileno())
+      if total and received != total:
+        failures.append('%s: cut short at %d of %d bytes' % (url, received, total))
+        continue
+      problem = published.check(tmp) if published else None
+      if problem:
+        failures.append('%s: %s' % (url, problem))
+        continue
       os.replace(tmp, path)
+      fsync_directory(os.path.dirname(path) or '.')
       return path
-    except (urllib.error.URLError, OSError) as e:
-      failures.append('%s: %s' % (url, getattr(e, 'reason', None) or e))
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+      failures.append('%s: %s' % (url, getattr(e, 'reason', None) or e or repr(e)))
     finally:
       if os.path.exists(tmp):
         os.remove(tmp)
   raise ConversionError(
-      'cannot download %s (%s); without network, put the file at %s and run '
-      'without --download' % (os.path.basename(path), '; '.join(failures), path))
+      'cannot download %s (%s); nothing was kept at %s; without network, put the '
+      'published file there and run without --download'
+      % (os.path.basename(path), '; '.join(failures), path))
 
 
 # --- images ---------------------------------------------------------------------

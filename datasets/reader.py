@@ -7,8 +7,12 @@ prefetch. Records are shuffled before decoding, so the buffer holds compact
 encoded images: its default size is min(num_samples, 10000) records (about
 1 GB for ImageNet JPEGs; pass shuffle_buffer_size to trade memory for mixing).
 """
+import inspect
+
 import tf_compat  # noqa: F401
 import tensorflow as tf
+
+from datasets import dataset_factory
 
 DEFAULT_SHUFFLE_BUFFER = 10000
 
@@ -16,14 +20,17 @@ DEFAULT_SHUFFLE_BUFFER = 10000
 def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
                  num_readers=4, num_preprocessing_threads=4, num_epochs=None,
                  shuffle=None, seed=None, deterministic=False, labels_offset=0,
-                 drop_remainder=False, shuffle_buffer_size=None):
+                 drop_remainder=False, shuffle_buffer_size=None,
+                 image_summaries=True):
   """A tf.data.Dataset of (images, labels) batches for one dataset split.
 
   Args:
     descriptor: a dataset_factory.DatasetDescriptor.
     batch_size: images per batch.
     preprocess_fn: image (uint8 [H, W, C]) -> image; closes over the output size
-      and casts. None casts to float32 and keeps the size.
+      and casts. None casts to float32 and keeps the size. When the dataset
+      has bounding boxes (ImageNet) and preprocess_fn takes a `bbox` keyword
+      (or **kwargs), it gets the image's [1, N, 4] boxes.
     is_training: the default for `shuffle`.
     num_readers: shards read in parallel (interleave cycle length).
     num_preprocessing_threads: parallel calls of decode + preprocess.
@@ -37,6 +44,10 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
       fails at run time with a message naming it.
     drop_remainder: drop a final partial batch (static batch dimension).
     shuffle_buffer_size: records in the shuffle buffer (see module doc).
+    image_summaries: when preprocess_fn writes image summaries (TF-Slim's
+      add_image_summaries), add them to the graph's summaries: a small
+      pipeline of its own preprocesses one record each time the summary op
+      runs (summaries made inside tf.data functions cannot leave them).
   """
   for arg, value in (('batch_size', batch_size), ('num_readers', num_readers),
                      ('num_preprocessing_threads', num_preprocessing_threads)):
@@ -50,9 +61,15 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     shuffle = is_training
   if deterministic and seed is None:
     seed = 0
-  files = sorted(tf.io.gfile.glob(descriptor.file_pattern))
+  # The metadata's shard list, not a glob: files that merely match the
+  # pattern (another conversion's, a stray copy) are never read.
+  files = list(descriptor.files) or sorted(tf.io.gfile.glob(descriptor.file_pattern))
   if not files:
     raise ValueError("no files match '%s'" % descriptor.file_pattern)
+  # Sizes again (cheap): a shard may have changed since the descriptor was made.
+  dataset_factory.verify_shards(descriptor, digests=False)
+  use_boxes = bool(descriptor.has_boxes and descriptor.box_decoder
+                   and preprocess_fn is not None and _takes_bbox(preprocess_fn))
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shuffle:
@@ -67,8 +84,12 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
                               reshuffle_each_iteration=True)
   dataset = dataset.repeat(num_epochs)
 
-  def decode_and_preprocess(serialized):
-    image, label = descriptor.decoder(serialized)
+  def decode_and_preprocess(serialized, summaries=None):
+    before = len(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
+    if use_boxes:
+      image, label, boxes = descriptor.box_decoder(serialized)
+    else:
+      image, label = descriptor.decoder(serialized)
     label = label - labels_offset
     in_range = tf.logical_and(label >= 0, label < num_labels)
     check = tf.debugging.Assert(
@@ -77,14 +98,45 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
       label = tf.identity(label)
     if preprocess_fn is None:
       image = tf.cast(image, tf.float32)
+    elif use_boxes:
+      image = preprocess_fn(image, bbox=boxes)
     else:
       image = preprocess_fn(image)
+    if summaries is not None:
+      summaries.extend(tf.compat.v1.get_collection(
+          tf.compat.v1.GraphKeys.SUMMARIES)[before:])
     return image, label
 
-  dataset = dataset.map(decode_and_preprocess,
+  traced = []
+  dataset = dataset.map(lambda s: decode_and_preprocess(s, traced),
                         num_parallel_calls=num_preprocessing_threads)
+  if traced and image_summaries:
+    _add_summary_pipeline(files, decode_and_preprocess, seed)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
   options = tf.data.Options()
   options.deterministic = bool(deterministic)
   return dataset.with_options(options)
+
+
+def _takes_bbox(fn):
+  try:
+    parameters = inspect.signature(fn).parameters.values()
+  except (TypeError, ValueError):
+    return False
+  return any(p.name == 'bbox' or p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def _add_summary_pipeline(files, decode_and_preprocess, seed):
+  """Adds to the graph's SUMMARIES the image summaries of one freshly
+  preprocessed record per evaluation (what TF-Slim's in-graph preprocessing
+  wrote at every summary step)."""
+  def summarize(serialized):
+    made = []
+    decode_and_preprocess(serialized, made)
+    return tf.compat.v1.summary.merge(made)
+
+  records = tf.data.TFRecordDataset(files).repeat().shuffle(64, seed=seed)
+  summary = tf.compat.v1.data.make_one_shot_iterator(
+      records.map(summarize)).get_next()
+  tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)

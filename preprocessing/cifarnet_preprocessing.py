@@ -5,6 +5,10 @@ it at random and randomly changes brightness and contrast; evaluation crops
 or pads to the output size. Both end with `tf.image.per_image_standardization`
 (zero mean, unit variance per image), so the input range does not matter
 except for the brightness delta, which assumes [0, 255].
+
+With `add_image_summaries` (the default, as in TF-Slim) the input is
+summarised as 'image' and, in training, the cropped and flipped image as
+'distorted_image'.
 """
 import tensorflow as tf
 
@@ -20,9 +24,15 @@ def _to_float(image, use_grayscale):
   return image
 
 
+def _summarize(name, image, add_image_summaries):
+  if add_image_summaries:
+    tf.compat.v1.summary.image(name, tf.expand_dims(image, 0))
+
+
 def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
-                         use_grayscale=False):
+                         add_image_summaries=True, use_grayscale=False):
   """Pad, random crop, random flip, brightness/contrast, standardisation."""
+  _summarize('image', image, add_image_summaries)
   image = _to_float(image, use_grayscale)
   if padding > 0:
     image = tf.pad(image, [[padding, padding], [padding, padding], [0, 0]])
@@ -31,6 +41,7 @@ def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
     channels = tf.shape(image)[-1]
   image = tf.image.random_crop(image, [output_height, output_width, channels])
   image = tf.image.random_flip_left_right(image)
+  _summarize('distorted_image', image, add_image_summaries)
   # The two adjustments do not commute; TF-Slim applies them in this order.
   image = tf.image.random_brightness(image, max_delta=63)
   image = tf.image.random_contrast(image, lower=0.2, upper=1.8)
@@ -38,18 +49,27 @@ def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
 
 
 def preprocess_for_eval(image, output_height, output_width,
-                        use_grayscale=False):
+                        add_image_summaries=True, use_grayscale=False):
   """Central crop or zero padding to the output size, then standardisation."""
+  _summarize('image', image, add_image_summaries)
   image = _to_float(image, use_grayscale)
   image = tf.image.resize_with_crop_or_pad(image, output_height, output_width)
   return tf.image.per_image_standardization(image)
 
 
 def preprocess_image(image, output_height, output_width, is_training=False,
-                     use_grayscale=False, **options):
-  """Training or evaluation preprocessing of one [height, width, C] image."""
+                     add_image_summaries=True, use_grayscale=False, bbox=None,
+                     padding=_PADDING):
+  """Training or evaluation preprocessing of one [height, width, C] image.
+
+  TF-Slim's arguments; `bbox` is unused (as in TF-Slim), `padding` is
+  preprocess_for_train's.
+  """
+  del bbox
   if is_training:
-    return preprocess_for_train(image, output_height, output_width,
-                                use_grayscale=use_grayscale, **options)
+    return preprocess_for_train(image, output_height, output_width, padding,
+                                add_image_summaries=add_image_summaries,
+                                use_grayscale=use_grayscale)
   return preprocess_for_eval(image, output_height, output_width,
+                             add_image_summaries=add_image_summaries,
                              use_grayscale=use_grayscale)

@@ -6,6 +6,14 @@ distorted. Evaluation: the central 87.5% resized bilinearly. Both return
 floats in [-1, 1]. Integer images are converted to [0, 1] first
 (`tf.image.convert_image_dtype`); float images are taken to be in [0, 1].
 
+`preprocess_image` takes TF-Slim's keyword arguments with their meaning:
+`bbox` (boxes the training crop must partly cover), `fast_mode`,
+`add_image_summaries`, `crop_image` (random crop for training, central crop
+for evaluation), `use_grayscale`; and `central_fraction` (of the evaluation
+crop). Training writes TF-Slim's image summaries: 'image_with_bounding_boxes',
+'images_with_distorted_bounding_box', 'cropped_resized_image' and
+'final_distorted_image' (in the 'distort_image' scope).
+
 Resizing uses TensorFlow 1.x semantics (`tf.compat.v1.image`, no half-pixel
 centres) because that is what the published checkpoints were trained and
 evaluated with.
@@ -116,7 +124,8 @@ def _to_signed_unit_range(image):
 
 
 def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
-                         scope=None, random_crop=True, use_grayscale=False):
+                         scope=None, add_image_summaries=True, random_crop=True,
+                         use_grayscale=False):
   """Randomly cropped, resized, flipped and colour-distorted image in [-1, 1].
 
   Args:
@@ -128,6 +137,7 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
     fast_mode: bilinear resize and brightness/saturation only; otherwise a
       random resize method and hue/contrast distortions too.
     scope: name scope.
+    add_image_summaries: write TF-Slim's four image summaries.
     random_crop: False resizes the whole image instead of a random crop.
     use_grayscale: converts an RGB result to one channel.
   """
@@ -136,18 +146,30 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
       bbox = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
     if image.dtype != tf.float32:
       image = tf.image.convert_image_dtype(image, dtype=tf.float32)
+    if add_image_summaries:
+      tf1.summary.image('image_with_bounding_boxes', tf1.image.draw_bounding_boxes(
+          tf.expand_dims(image, 0), bbox))
     if random_crop:
-      image, _ = distorted_bounding_box_crop(image, bbox)
+      cropped, distorted_box = distorted_bounding_box_crop(image, bbox)
+      if add_image_summaries:
+        tf1.summary.image('images_with_distorted_bounding_box',
+                          tf1.image.draw_bounding_boxes(
+                              tf.expand_dims(image, 0), distorted_box))
+      image = cropped
     # The crop's aspect ratio is not kept; fast mode always resizes bilinearly.
     image = apply_with_random_selector(
         image,
         lambda x, method: tf1.image.resize_images(x, [height, width],
                                                   _RESIZE_METHODS[method]),
         num_cases=1 if fast_mode else len(_RESIZE_METHODS))
+    if add_image_summaries:
+      tf1.summary.image('cropped_resized_image', tf.expand_dims(image, 0))
     image = tf.image.random_flip_left_right(image)
     image = apply_with_random_selector(
         image, lambda x, ordering: distort_color(x, ordering, fast_mode),
         num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
+    if add_image_summaries:
+      tf1.summary.image('final_distorted_image', tf.expand_dims(image, 0))
     image = _maybe_grayscale(image, use_grayscale)
     return _to_signed_unit_range(image)
 
@@ -171,11 +193,19 @@ def preprocess_for_eval(image, height, width, central_fraction=0.875,
 
 
 def preprocess_image(image, output_height, output_width, is_training=False,
-                     bbox=None, fast_mode=True, use_grayscale=False, **options):
-  """Training or evaluation preprocessing of one image; see the two functions."""
+                     bbox=None, fast_mode=True, add_image_summaries=True,
+                     crop_image=True, use_grayscale=False,
+                     central_fraction=0.875):
+  """Training or evaluation preprocessing of one image; see the two functions.
+
+  TF-Slim's keywords: `crop_image` is the training's random crop and the
+  evaluation's central crop; `bbox`, `fast_mode` and `add_image_summaries`
+  apply to training, `central_fraction` to evaluation.
+  """
   if is_training:
     return preprocess_for_train(image, output_height, output_width, bbox,
-                                fast_mode, use_grayscale=use_grayscale,
-                                **options)
+                                fast_mode, add_image_summaries=add_image_summaries,
+                                random_crop=crop_image, use_grayscale=use_grayscale)
   return preprocess_for_eval(image, output_height, output_width,
-                             use_grayscale=use_grayscale, **options)
+                             central_fraction=central_fraction,
+                             central_crop=crop_image, use_grayscale=use_grayscale)

@@ -18,7 +18,7 @@ def _has_size(image, height, width):
 
 
 def preprocess_image(image, output_height, output_width, is_training=False,
-                     use_grayscale=False):
+                     use_grayscale=False, bbox=None, add_image_summaries=True):
   """The same for training and evaluation (`is_training` is accepted, unused).
 
   Args:
@@ -26,11 +26,13 @@ def preprocess_image(image, output_height, output_width, is_training=False,
     output_height, output_width: size of the result.
     is_training: unused; LeNet was trained without augmentation.
     use_grayscale: converts an RGB image to one channel.
+    bbox, add_image_summaries: unused (TF-Slim's LeNet preprocessing has
+      neither); accepted so every family takes the same keywords.
 
   Returns:
     float32 [output_height, output_width, channels] image in [-1, 1).
   """
-  del is_training
+  del is_training, bbox, add_image_summaries
   image = tf.cast(image, tf.float32)
   if use_grayscale and image.shape[-1] == 3:
     image = tf.image.rgb_to_grayscale(image)

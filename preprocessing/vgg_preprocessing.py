@@ -8,7 +8,15 @@ mean is subtracted. Pixel values stay in [0, 255]: uint8 images are cast,
 float images must already be in [0, 255].
 
 Resizing uses TensorFlow 1.x bilinear semantics (no half-pixel centres),
-as the published checkpoints were trained and evaluated with.
+as the published checkpoints were trained and evaluated with; the resized
+sides are rounded to the nearest integer (tf.math.rint, halves to even) from
+float32 arithmetic, exactly as TF-Slim computes them, so the smaller side is
+`resize_side` whatever the shape.
+
+`preprocess_image` takes TF-Slim's arguments (`is_training`,
+`resize_side_min`, `resize_side_max`, `use_grayscale`); `bbox` and
+`add_image_summaries` are accepted for a uniform signature and unused, as in
+TF-Slim's VGG preprocessing (it writes no summaries and uses no boxes).
 """
 import tensorflow as tf
 
@@ -59,8 +67,9 @@ def _smallest_size_at_least(height, width, smallest_side):
   width = tf.cast(width, tf.float32)
   smallest_side = tf.cast(smallest_side, tf.float32)
   scale = smallest_side / tf.minimum(height, width)
-  # Truncation, as in TF-Slim: the smaller side is exactly `smallest_side`.
-  return (tf.cast(height * scale, tf.int32), tf.cast(width * scale, tf.int32))
+  # Rounded, as TF-Slim's tf.rint: truncating 255.99998 would give 255.
+  return (tf.cast(tf.math.rint(height * scale), tf.int32),
+          tf.cast(tf.math.rint(width * scale), tf.int32))
 
 
 def _aspect_preserving_resize(image, smallest_side):
@@ -118,11 +127,14 @@ def preprocess_for_eval(image, output_height, output_width, resize_side,
 
 def preprocess_image(image, output_height, output_width, is_training=False,
                      resize_side_min=_RESIZE_SIDE_MIN,
-                     resize_side_max=_RESIZE_SIDE_MAX, use_grayscale=False):
+                     resize_side_max=_RESIZE_SIDE_MAX, use_grayscale=False,
+                     bbox=None, add_image_summaries=True):
   """Training or evaluation preprocessing of one [height, width, C] image.
 
-  At evaluation the smaller side is resized to `resize_side_min`.
+  At evaluation the smaller side is resized to `resize_side_min`. `bbox` and
+  `add_image_summaries` are unused (TF-Slim's VGG preprocessing has neither).
   """
+  del bbox, add_image_summaries
   if is_training:
     return preprocess_for_train(image, output_height, output_width,
                                 resize_side_min, resize_side_max,

@@ -348,7 +348,7 @@ def test_corrupt_image_is_named_and_nothing_is_half_written(tmp_path):
                        num_shards=3, num_threads=2)
   for path in record_files('image_folder', 'train', out):
     count_records(path)  # a shard that exists is complete (truncation would raise)
-  assert not os.path.exists(os.path.join(out, 'splits.json'))
+  assert not os.path.exists(os.path.join(out, '%s_dataset.json' % 'image_folder'))
   assert not [n for n in os.listdir(out) if n.endswith('.tmp')]
 
 
@@ -365,9 +365,6 @@ def test_imagenet_labels_start_at_1_after_background(tmp_path):
   disguised = os.path.join(src, 'train', 'n01443537', 'png_posing.JPEG')
   save_image(disguised, random_image(5, 5), 'PNG')
   expected.append(('train', disguised, 2))
-  with open(os.path.join(src, 'imagenet_metadata.txt'), 'w') as f:
-    f.write('n01440764\ttench, Tinca tinca\nn01443537\tgoldfish, Carassius auratus\n'
-            'n99999999\tunused\n')
   out = str(tmp_path / 'out')
   sizes = converters.convert('imagenet', out, source_dir=src)
   assert sizes == {'train': 7, 'validation': 2}
@@ -375,9 +372,11 @@ def test_imagenet_labels_start_at_1_after_background(tmp_path):
     assert_records_hold_each_source_once('imagenet', out, file_sources(
         {p: label for s, p, label in expected if s == split}), splits=(split,))
   descriptor = dataset_factory.get_dataset('imagenet', 'train', out)
-  assert descriptor.num_classes == 3
-  assert descriptor.labels_to_names == {0: 'background', 1: 'tench, Tinca tinca',
-                                        2: 'goldfish, Carassius auratus'}
+  assert descriptor.num_classes == 1001  # the canonical list, not the folders
+  assert descriptor.labels_to_names[0] == 'background'
+  assert descriptor.labels_to_names[1] == 'tench, Tinca tinca'
+  assert descriptor.labels_to_names[2] == 'goldfish, Carassius auratus'
+  assert descriptor.labels_to_names[1000] == 'toilet tissue, toilet paper, bathroom tissue'
   assert [os.path.basename(p) for p in record_files('imagenet', 'validation', out)] == [
       'validation-00000-of-00002', 'validation-00001-of-00002']
 
@@ -420,7 +419,7 @@ def test_interrupted_conversion_leaves_only_complete_shards_and_resumes(
   assert [os.path.basename(p) for p in shards] == [
       'digits_train-00000-of-00004.tfrecord']
   assert count_records(shards[0]) == 359  # linspace(0, 1437, 5) -> 0, 359, 718, ...
-  assert not os.path.exists(os.path.join(out, 'splits.json'))
+  assert not os.path.exists(os.path.join(out, 'digits_dataset.json'))
   assert not [n for n in os.listdir(out) if n.endswith('.tmp')]
 
   monkeypatch.setattr(dataset_utils, 'encode_png', real_encode)

@@ -27,12 +27,14 @@ def digits_dir(tmp_path_factory):
 def write_records(dataset_dir, name, split, labels, num_classes, size=(4, 5),
                   num_shards=1):
   """Records of gray images whose first pixel is the record's index, with
-  `labels`; plus splits.json, as our converters write them."""
+  `labels`; plus their metadata, as our converters write them."""
   spec = dataset_factory.DATASETS[name]
   os.makedirs(dataset_dir, exist_ok=True)
   bounds = np.linspace(0, len(labels), num_shards + 1).astype(int)
+  paths = []
   for shard in range(num_shards):
     path = os.path.join(dataset_dir, spec.shard_filename(split, shard, num_shards))
+    paths.append(path)
     with tf.io.TFRecordWriter(path) as writer:
       for index in range(bounds[shard], bounds[shard + 1]):
         pixels = np.zeros(size, np.uint8)
@@ -40,7 +42,7 @@ def write_records(dataset_dir, name, split, labels, num_classes, size=(4, 5),
         writer.write(dataset_utils.image_to_tfexample(
             dataset_utils.encode_png(pixels), b'png', size[0], size[1],
             labels[index]).SerializeToString())
-  dataset_utils.write_splits_file({split: len(labels)}, num_classes, dataset_dir)
+  dataset_utils.describe_records(dataset_dir, name, {split: paths}, num_classes)
 
 
 def run(dataset, max_batches=None):
@@ -127,10 +129,10 @@ def test_no_matching_files_names_the_pattern(tmp_path):
     dataset_factory.get_dataset('flowers', 'train', str(tmp_path))
 
 
-def test_image_folder_without_splits_json_is_an_error(tmp_path):
+def test_image_folder_without_metadata_is_an_error(tmp_path):
   records = os.path.join(str(tmp_path), 'image_folder_train-00000-of-00001.tfrecord')
   open(records, 'w').close()
-  with pytest.raises(ValueError, match='splits.json is missing'):
+  with pytest.raises(ValueError, match='image_folder_dataset.json is missing'):
     dataset_factory.get_dataset('image_folder', 'train', str(tmp_path))
 
 

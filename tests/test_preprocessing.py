@@ -178,3 +178,187 @@ def test_unknown_name_lists_the_preprocessing_names():
                      r"did you mean 'vgg_16'\? \(known: cifarnet, "
                      r"inception, lenet, vgg"):
     preprocessing_factory.get_preprocessing('vgg16')
+
+
+# --- identical to TF-Slim: values worked out independently in numpy ----------
+
+def _call(name, image, size, is_training=False, **call_kwargs):
+  """preprocessing_fn(image, size, size, **call_kwargs), evaluated once."""
+  with tf.Graph().as_default():
+    tf1.set_random_seed(0)
+    fn = preprocessing_factory.get_preprocessing(name, is_training)
+    with tf1.Session() as sess:
+      return sess.run(fn(tf.constant(image), size, size, **call_kwargs))
+
+
+def _bilinear(image, out_h, out_w, half_pixel_centers):
+  """Bilinear resize as TF defines it: TF 1.x semantics (align_corners=False,
+  no half-pixel centres) or TF 2's (half-pixel centres), in float64."""
+  image = image.astype(np.float64)
+
+  def sample(size_in, size_out):
+    scale = size_in / size_out
+    coords = np.arange(size_out, dtype=np.float64)
+    if half_pixel_centers:
+      coords = np.maximum((coords + 0.5) * scale - 0.5, 0)
+    else:
+      coords = coords * scale
+    low = np.floor(coords).astype(int)
+    high = np.minimum(low + 1, size_in - 1)
+    return low, high, coords - low
+
+  y0, y1, dy = sample(image.shape[0], out_h)
+  x0, x1, dx = sample(image.shape[1], out_w)
+  top = image[y0][:, x0] * (1 - dx)[None, :, None] + image[y0][:, x1] * dx[None, :, None]
+  bottom = image[y1][:, x0] * (1 - dx)[None, :, None] + image[y1][:, x1] * dx[None, :, None]
+  return top * (1 - dy)[:, None, None] + bottom * dy[:, None, None]
+
+
+def test_vgg_resized_sides_are_rounded_like_tf_slim_for_short_sides_1_to_1000():
+  from fractions import Fraction
+  shorts = np.arange(1, 1001)
+  longs = np.stack([shorts, shorts * 4 // 3 + 1, shorts * 3 + 7,
+                    np.full_like(shorts, 1000)], axis=1).reshape(-1)
+  shorts = np.repeat(shorts, 4)
+  longs = np.maximum(longs, shorts)
+  with tf.Graph().as_default():
+    sizes = vgg_preprocessing._smallest_size_at_least(
+        tf.constant(shorts), tf.constant(longs), 256)
+    flipped = vgg_preprocessing._smallest_size_at_least(
+        tf.constant(longs), tf.constant(shorts), 256)
+    with tf1.Session() as sess:
+      (new_short, new_long), (new_long_2, new_short_2) = sess.run([sizes, flipped])
+  expected_long = [round(Fraction(256 * int(l), int(s))) for s, l in zip(shorts, longs)]
+  assert new_short.tolist() == [256] * len(shorts)  # truncation gave 255 for 332
+  assert new_long.tolist() == expected_long
+  assert (new_short_2.tolist(), new_long_2.tolist()) == (new_short.tolist(),
+                                                         new_long.tolist())
+
+
+def test_vgg_eval_of_a_332_pixel_side_with_crop_equal_to_resize_side():
+  value = _preprocess('vgg', _image(332, 500), 256)  # crashed when truncating
+  assert value.shape == (256, 256, 3)
+
+
+@pytest.mark.parametrize('is_training', [False, True])
+def test_vgg_eval_values_on_a_fixed_image(is_training):
+  image = _image(30, 45, seed=3)
+  if is_training:  # resize_side_min == max: the scale is fixed, the crop random
+    value = _call('vgg', image, 16, is_training=True, resize_side_min=20,
+                  resize_side_max=20)
+  else:
+    value = _call('vgg', image, 16, resize_side_min=20)
+  resized = _bilinear(image, 20, 30, half_pixel_centers=False)  # 30 -> 20, 45 -> 30
+  means = np.array([123.68, 116.78, 103.94])
+  if not is_training:
+    np.testing.assert_allclose(value, resized[2:18, 7:23] - means, atol=1e-3)
+    return
+  # Some 16x16 window of the resized image, maybe flipped.
+  windows = [resized[t:t + 16, l:l + 16] - means for t in range(5) for l in range(15)]
+  windows += [w[:, ::-1] for w in windows]
+  assert min(np.abs(value - w).max() for w in windows) < 1e-3
+
+
+def test_inception_eval_values_on_a_fixed_image():
+  image = _image(40, 30, seed=4)
+  with tf.Graph().as_default():
+    fn = preprocessing_factory.get_preprocessing('inception', False)
+    output = fn(tf.constant(image), 12, 12, central_fraction=0.5)
+    with tf1.Session() as sess:
+      value = sess.run(output)
+  # central_crop(0.5): rows int((40 - 20) / 2) = 10 .. 30, columns int(7.5) = 7 .. 23.
+  crop = image[10:30, 7:23].astype(np.float64) / 255.0
+  expected = (_bilinear(crop, 12, 12, half_pixel_centers=False) - 0.5) * 2.0
+  np.testing.assert_allclose(value, expected, atol=1e-5)
+
+
+def test_cifarnet_eval_values_on_a_fixed_image():
+  image = _image(36, 36, seed=5)
+  value = _preprocess('cifarnet', image, 32)
+  crop = image[2:34, 2:34].astype(np.float64)
+  expected = (crop - crop.mean()) / max(crop.std(), 1.0 / np.sqrt(crop.size))
+  np.testing.assert_allclose(value, expected, atol=1e-4)
+
+
+def test_lenet_values_on_a_fixed_8x8_image():
+  image = _image(8, 8, 1, seed=6)
+  value = _preprocess('lenet', image, 28)
+  expected = (_bilinear(image, 28, 28, half_pixel_centers=True) - 128.0) / 128.0
+  np.testing.assert_allclose(value, expected, atol=1e-5)
+
+
+# --- TF-Slim's keyword arguments, same meaning -----------------------------------
+
+def test_inception_eval_crop_image_and_central_fraction():
+  image = _image(40, 30, seed=7)
+  whole = _call('inception', image, 16, crop_image=False)
+  np.testing.assert_allclose(
+      whole, (_bilinear(image / 255.0, 16, 16, False) - 0.5) * 2, atol=1e-5)
+  np.testing.assert_array_equal(_call('inception', image, 16,
+                                      central_fraction=1.0), whole)
+  assert not np.allclose(_preprocess('inception', image, 16), whole)  # 0.875
+
+
+@pytest.mark.parametrize('name, keywords', [
+    ('inception', dict(bbox=None, fast_mode=False, add_image_summaries=False,
+                       crop_image=False, use_grayscale=False, central_fraction=0.9)),
+    ('vgg', dict(resize_side_min=40, resize_side_max=48, use_grayscale=False,
+                 bbox=None, add_image_summaries=False)),
+    ('cifarnet', dict(add_image_summaries=False, use_grayscale=False, bbox=None)),
+    ('lenet', dict(use_grayscale=False, bbox=None, add_image_summaries=False)),
+])
+@pytest.mark.parametrize('is_training', [False, True])
+def test_every_family_takes_tf_slims_keywords(name, keywords, is_training):
+  from preprocessing import preprocessing_factory as factory
+  module = factory._PREPROCESSINGS[name]
+  with tf.Graph().as_default():
+    output = module.preprocess_image(tf.constant(_image(50, 40)), 32, 32,
+                                     is_training=is_training, **keywords)
+    assert output.shape.as_list() == [32, 32, 3]
+    assert tf1.get_collection(tf1.GraphKeys.SUMMARIES) == []  # none asked for
+
+
+def _summary_tags(name, is_training, **kwargs):
+  with tf.Graph().as_default():
+    fn = preprocessing_factory.get_preprocessing(name, is_training)
+    fn(tf.constant(_image(40, 40)), 32, 32, **kwargs)
+    merged = tf1.summary.merge_all()
+    if merged is None:
+      return set()
+    with tf1.Session() as sess:
+      summary = tf1.Summary.FromString(sess.run(merged))
+  assert all(v.image.height > 0 for v in summary.value)
+  return {v.tag for v in summary.value}
+
+
+@pytest.mark.parametrize('name, is_training, tags', [
+    ('inception', True, {'distort_image/image_with_bounding_boxes/image/0',
+                         'distort_image/images_with_distorted_bounding_box/image/0',
+                         'distort_image/cropped_resized_image/image/0',
+                         'distort_image/final_distorted_image/image/0'}),
+    ('inception', False, set()),
+    ('cifarnet', True, {'image/image/0', 'distorted_image/image/0'}),
+    ('cifarnet', False, {'image/image/0'}),
+    ('vgg', True, set()),
+    ('lenet', True, set()),
+])
+def test_image_summaries_are_tf_slims(name, is_training, tags):
+  assert _summary_tags(name, is_training) == tags
+  assert _summary_tags(name, is_training, add_image_summaries=False) == set()
+
+
+def test_reader_writes_the_preprocessing_image_summaries(tmp_path):
+  from datasets import converters, dataset_factory, reader
+  converters.convert('digits', str(tmp_path), num_shards=1)
+  descriptor = dataset_factory.get_dataset('digits', 'train', str(tmp_path))
+  preprocess = preprocessing_factory.get_preprocessing('cifarnet', True)
+  with tf.Graph().as_default():
+    dataset = reader.make_dataset(
+        descriptor, 4, preprocess_fn=lambda image, **kw: preprocess(image, 8, 8, **kw))
+    batch = tf1.data.make_one_shot_iterator(dataset).get_next()
+    merged = tf1.summary.merge_all()
+    with tf1.Session() as sess:
+      sess.run(batch)
+      summary = tf1.Summary.FromString(sess.run(merged))
+  assert {v.tag for v in summary.value} == {'image/image/0', 'distorted_image/image/0'}
+  assert [(v.image.height, v.image.width) for v in summary.value] == [(8, 8), (8, 8)]

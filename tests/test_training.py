@@ -215,7 +215,8 @@ def _bad_labels_dir(tmp_path):
     for label in (1, 12):
       writer.write(dataset_utils.image_to_tfexample(
           png, b'png', 8, 8, label).SerializeToString())
-  dataset_utils.write_splits_file({'train': 2}, 10, str(path))
+  dataset_utils.describe_records(str(path), 'image_folder', {'train': [
+      str(path / 'image_folder_train-00000-of-00001.tfrecord')]}, 10)
   return str(path)
 
 
