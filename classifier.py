@@ -53,6 +53,9 @@ class OptimizerParams:
   replicas_to_aggregate: int = 1
 
   def validate(self):
+    if self.replicas_to_aggregate < 1:
+      raise ValueError('--replicas_to_aggregate must be at least 1, got %d' %
+                       self.replicas_to_aggregate)
     if self.optimizer not in OPTIMIZERS:
       raise ValueError(registry.unknown_name_message(
           'optimizer', self.optimizer, OPTIMIZERS))
@@ -225,8 +228,17 @@ def _activation_summaries(end_points):
     tf1.summary.scalar('sparsity/' + name, tf.nn.zero_fraction(tensor))
 
 
-def model_fn(features, labels, mode, params):
-  """Classification model_fn; params['classifier'] is a ClassifierParams."""
+class _ModelVariables(object):
+  """slim.get_model_variables(), read when iterated: SyncReplicasOptimizer
+  takes its variables to average before the clones that create them."""
+
+  def __iter__(self):
+    return iter(slim.get_model_variables())
+
+
+def model_fn(features, labels, mode, params, config=None):
+  """Classification model_fn; params['classifier'] is a ClassifierParams;
+  config (the RunConfig) says whether this task is the chief."""
   p = params['classifier']
   is_training = mode == est.ModeKeys.TRAIN
   network_fn = nets_factory.get_network_fn(
@@ -247,6 +259,22 @@ def model_fn(features, labels, mode, params):
           p.optimizer, p.num_samples_per_epoch, images_per_step(p),
           global_step)
       optimizer = configure_optimizer(p.optimizer, learning_rate)
+    ema = None
+    if p.moving_average_decay:
+      ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
+                                               global_step)
+    hooks = []
+    if p.optimizer.sync_replicas:
+      # TF-Slim's synchronous replicas: the chief applies the sum of
+      # replicas_to_aggregate gradients once (one global step) and then the
+      # moving averages.
+      optimizer = tf1.train.SyncReplicasOptimizer(
+          optimizer, replicas_to_aggregate=p.optimizer.replicas_to_aggregate,
+          total_num_replicas=p.deployment.num_replicas,
+          variable_averages=ema,
+          variables_to_average=_ModelVariables() if ema else None)
+      hooks.append(optimizer.make_session_run_hook(
+          config.is_chief if config is not None else True))
     model = model_deploy.deploy(
         p.deployment, clone_fn, [features, labels], optimizer=optimizer,
         var_list=lambda: variables_to_train(p.trainable_scopes))
@@ -256,10 +284,8 @@ def model_fn(features, labels, mode, params):
     for variable in slim.get_model_variables():
       tf1.summary.histogram(variable.op.name, variable)
     train_op = model.train_op
-    if p.moving_average_decay:
+    if ema is not None and not p.optimizer.sync_replicas:
       with tf1.device(p.deployment.device_function()):
-        ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
-                                                 global_step)
         with tf.control_dependencies([train_op]):
           train_op = ema.apply(slim.get_model_variables())
     init_fn = None
@@ -267,11 +293,11 @@ def model_fn(features, labels, mode, params):
       init_fn = fine_tune_init_fn(p.checkpoint_path,
                                   p.checkpoint_exclude_scopes,
                                   p.ignore_missing_vars)
-    progress = ProgressHook(model.total_loss, tf.shape(features)[0],
-                            p.log_every_n_steps)
+    hooks.append(ProgressHook(model.total_loss, tf.shape(features)[0],
+                              p.log_every_n_steps))
     return est.EstimatorSpec(mode, loss=model.total_loss, train_op=train_op,
                              scaffold=tf1.train.Scaffold(init_fn=init_fn),
-                             training_hooks=[progress])
+                             training_hooks=hooks)
 
   # The last batch may be smaller than the clone count: padded, then cut.
   images, size = model_deploy.pad_batch(features, p.deployment.num_clones)
