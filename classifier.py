@@ -16,6 +16,7 @@ import tf_slim as slim
 
 import tf_compat  # noqa: F401
 from datasets import dataset_factory, reader
+from deployment import cluster
 from deployment import estimator as est
 from deployment import model_deploy
 from nets import nets_factory, registry
@@ -273,8 +274,9 @@ def model_fn(features, labels, mode, params, config=None):
           total_num_replicas=p.deployment.num_replicas,
           variable_averages=ema,
           variables_to_average=_ModelVariables() if ema else None)
-      hooks.append(optimizer.make_session_run_hook(
-          config.is_chief if config is not None else True))
+      hooks.extend(cluster.sync_replicas_hooks(
+          optimizer, config.is_chief if config is not None else True,
+          p.deployment.num_replicas))
     model = model_deploy.deploy(
         p.deployment, clone_fn, [features, labels], optimizer=optimizer,
         var_list=lambda: variables_to_train(p.trainable_scopes))

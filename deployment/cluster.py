@@ -270,3 +270,27 @@ class GreedyBySize(object):
       task = min(range(len(self.loads)), key=lambda t: self.loads[t])
       self.loads[task] += size
     return task
+
+
+def sync_replicas_hooks(optimizer, is_chief, num_tokens_at_end):
+  """The hooks a SyncReplicasOptimizer needs: its own, and for the chief one
+  that puts `num_tokens_at_end` tokens (one per worker) in the token queue
+  when it stops. A worker waits for a token after every step; without these
+  the workers still running when the chief reaches the last step wait
+  forever (TensorFlow's hook leaves them so)."""
+  hooks = [optimizer.make_session_run_hook(is_chief)]
+  if is_chief:
+    hooks.append(_ReleaseWorkersHook(optimizer, num_tokens_at_end))
+  return hooks
+
+
+class _ReleaseWorkersHook(tf1.train.SessionRunHook):
+
+  def __init__(self, optimizer, num_tokens):
+    self._optimizer, self._num_tokens = optimizer, num_tokens
+
+  def begin(self):
+    self._release = self._optimizer.get_init_tokens_op(self._num_tokens)
+
+  def end(self, session):
+    session.run(self._release)
