@@ -372,11 +372,6 @@ class ProgressHook(tf1.train.SessionRunHook):
   def begin(self):
     self._step_tensor = tf1.train.get_global_step()
 
-  def after_create_session(self, session, coord):
-    # Counted here rather than fetched with the step: a fetched global step
-    # may be read before or after the step's own increment.
-    self._step = int(session.run(self._step_tensor))
-
   def before_run(self, run_context):
     if self._since is None:
       self._since = time.time()
@@ -384,11 +379,13 @@ class ProgressHook(tf1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
     loss, images = run_values.results
-    self._step += 1
-    step = self._step
     self._count += 1
     self._images += int(images)
     if self._count % self._every == 0:
+      # Read after the step, not fetched with it (a fetched global step may
+      # be read before or after the step's own increment); in a cluster it
+      # also counts the other workers' steps.
+      step = int(run_context.session.run(self._step_tensor))
       elapsed = max(time.time() - self._since, 1e-9)
       self._log('step %d: loss = %.4f (%.1f examples/sec; %d images/step)' % (
           step, loss, self._images / elapsed, images))
