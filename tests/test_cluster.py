@@ -272,7 +272,7 @@ def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
                                                               tmp_path):
   train_dir = tmp_path / 'run'
   jobs = launch.cluster_of(1, 2)
-  argv = _train_argv(digits, train_dir, 800)
+  argv = _train_argv(digits, train_dir, 1200)
   ps, chief, worker = (_start(argv, jobs, 'ps'), _start(argv, jobs, 'worker'),
                        _start(argv, jobs, 'worker', 1))
   tasks = [ps, chief, worker]
@@ -301,7 +301,7 @@ def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
         restored, saved)
     assert chief.wait(300) == 0, chief.output()[-3000:]
     assert worker.wait(60) == 0, worker.output()[-3000:]
-    assert tf.train.load_variable(str(train_dir), 'global_step') >= 800
+    assert tf.train.load_variable(str(train_dir), 'global_step') >= 1200
   finally:
     for t in tasks:
       t.stop()
