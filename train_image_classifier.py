@@ -9,12 +9,17 @@ Estimator-compatible runner trains it, resuming from train_dir's latest
 checkpoint. --checkpoint_path fine-tunes only when train_dir has none.
 As in TF-Slim, --batch_size is per clone: a step takes batch_size x
 num_clones images, and the learning-rate decay counts them all.
+
+Every --log_every_n_steps steps it prints `step N/max (p%): loss = x (y
+images/sec; z images/step), ETA t`; TensorBoard summaries go to train_dir
+(`tensorboard --logdir` it, see README "Watching training").
 """
 import sys
 
 from absl import app
 from absl import flags
 
+import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
@@ -42,6 +47,8 @@ flags.DEFINE_integer('num_preprocessing_threads', 4,
                      'Parallel decode/preprocess calls.')
 flags.DEFINE_integer('log_every_n_steps', 10, 'Steps between log lines.')
 flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summaries.')
+flags.DEFINE_integer('save_summaries_steps', None,
+                     'Steps between summaries (instead of seconds).')
 flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
 flags.DEFINE_integer('task', 0, 'Task id of this replica.')
 # The cluster: these, or TF_CONFIG (see README "Training on a cluster").
@@ -147,13 +154,19 @@ def build_estimator(dataset, task):
           F.checkpoint_exclude_scopes),
       ignore_missing_vars=F.ignore_missing_vars,
       optimizer=optimizer_params(), deployment=deployment,
-      log_every_n_steps=F.log_every_n_steps)
+      log_every_n_steps=F.log_every_n_steps,
+      max_steps=F.max_number_of_steps)
   params.optimizer.validate()
   if F.checkpoint_path:
     classifier.resolve_checkpoint(F.checkpoint_path)
+  if F.save_summaries_steps is not None and F.save_summaries_steps < 1:
+    raise ValueError('--save_summaries_steps must be at least 1, got %d' %
+                     F.save_summaries_steps)
   config = est.RunConfig(
       model_dir=F.train_dir, tf_random_seed=F.random_seed,
-      save_summary_steps=None, save_summaries_secs=F.save_summaries_secs,
+      save_summary_steps=F.save_summaries_steps,
+      save_summaries_secs=(None if F.save_summaries_steps
+                           else F.save_summaries_secs),
       save_checkpoints_secs=F.save_interval_secs,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
       session_config=session_config(), cluster=task)
@@ -183,6 +196,11 @@ def main(_):
         image_size=F.train_image_size, num_readers=F.num_readers,
         num_preprocessing_threads=F.num_preprocessing_threads,
         labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
+    resumed = estimator.latest_checkpoint()
+    if resumed:
+      print('Resuming from %s (step %d)' % (resumed,
+                                            est.global_step_of(resumed)))
+    sys.stdout.flush()
     estimator.train(input_fn, max_steps=F.max_number_of_steps)
   except (ValueError, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % classifier.one_line(e),

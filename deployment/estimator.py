@@ -226,6 +226,62 @@ class _WorkerSessionCreator(tf1.train.SessionCreator):
                                     max_wait_secs=7200)
 
 
+class _SummarySaverHook(tf1.train.SessionRunHook):
+  """Saves the scaffold's summaries every `save_steps` steps or `save_secs`
+  seconds, as TensorFlow's SummarySaverHook, and also at the run's last step
+  (`last_step`, or the start plus `steps`), so that a curve ends where
+  training ended rather than at the last full period."""
+
+  def __init__(self, output_dir, scaffold, save_steps=None, save_secs=None,
+               steps=None, last_step=None):
+    self._output_dir, self._scaffold = output_dir, scaffold
+    self._timer = tf1.train.SecondOrStepTimer(every_secs=save_secs,
+                                              every_steps=save_steps)
+    self._steps, self._max_steps = steps, last_step
+
+  def begin(self):
+    self._writer = tf1.summary.FileWriterCache.get(self._output_dir)
+    self._global_step = tf1.train.get_global_step()
+    self._next_step = None
+
+  def after_create_session(self, session, coord):
+    start = int(session.run(self._global_step))
+    self._last_step = self._max_steps
+    if self._steps is not None:
+      self._last_step = start + self._steps
+      if self._max_steps is not None:
+        self._last_step = min(self._last_step, self._max_steps)
+
+  def before_run(self, run_context):
+    self._request = (self._next_step is None or
+                     (self._last_step is not None and
+                      self._next_step >= self._last_step) or
+                     self._timer.should_trigger_for_step(self._next_step))
+    fetches = {'global_step': self._global_step}
+    if self._request and self._scaffold.summary_op is not None:
+      fetches['summary'] = self._scaffold.summary_op
+    return tf1.train.SessionRunArgs(fetches)
+
+  def after_run(self, run_context, run_values):
+    # The fetched step may be read before or after this run's increment;
+    # the saved one is read after it.
+    step = run_values.results['global_step'] + 1
+    if self._next_step is None or self._request:
+      step = int(run_context.session.run(self._global_step))
+    if self._next_step is None:
+      # TensorBoard drops what a killed run wrote after its last checkpoint.
+      self._writer.add_session_log(
+          tf1.SessionLog(status=tf1.SessionLog.START), step)
+    if self._request:
+      self._timer.update_last_triggered_step(step)
+      if 'summary' in run_values.results:
+        self._writer.add_summary(run_values.results['summary'], step)
+    self._next_step = step + 1
+
+  def end(self, session=None):
+    self._writer.flush()
+
+
 class Estimator(object):
   """Trains, evaluates, predicts with and exports a `model_fn`."""
 
@@ -274,6 +330,11 @@ class Estimator(object):
   def latest_checkpoint(self):
     return tf.train.latest_checkpoint(self._model_dir)
 
+  def eval_dir(self, name=None):
+    """Where `evaluate` writes its summaries: model_dir/eval[_name]."""
+    return os.path.join(self._model_dir,
+                        'eval' if not name else 'eval_' + name)
+
   def get_variable_names(self):
     return [name for name, _ in tf.train.list_variables(self._checkpoint())]
 
@@ -318,6 +379,11 @@ class Estimator(object):
             every_n_iter=cfg.log_step_count_steps))
       chief_hooks = list(spec.training_chief_hooks)
       scaffold = spec.scaffold
+      if cfg.save_summary_steps or cfg.save_summaries_secs:
+        chief_hooks.append(_SummarySaverHook(
+            self._model_dir, scaffold, save_steps=cfg.save_summary_steps,
+            save_secs=cfg.save_summaries_secs, steps=steps,
+            last_step=max_steps))
       if scaffold.saver is None and not tf1.get_collection(
           tf1.GraphKeys.SAVERS):
         # Scaffold.finalize() picks the saver up from this collection.
@@ -340,8 +406,7 @@ class Estimator(object):
             checkpoint_dir=self._model_dir, scaffold=scaffold,
             hooks=all_hooks, chief_only_hooks=chief_hooks,
             save_checkpoint_secs=save_secs, save_checkpoint_steps=save_steps,
-            save_summaries_steps=cfg.save_summary_steps,
-            save_summaries_secs=cfg.save_summaries_secs,
+            save_summaries_steps=None, save_summaries_secs=None,  # see above
             config=cfg.session_config,
             log_step_count_steps=cfg.log_step_count_steps)
       else:  # what MonitoredTrainingSession(is_chief=False) builds, polling faster
@@ -365,10 +430,11 @@ class Estimator(object):
     return cluster.master
 
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
-               name=None):
+               name=None, summary_dir=None):
     """Runs the metrics over `steps` batches (or the whole input); returns a
-    dict of metric values with 'loss' and 'global_step', and writes them as
-    summaries to model_dir/eval[_name]."""
+    dict of metric values with 'loss' and 'global_step', and writes the
+    scalar ones as summaries at the checkpoint's global step to
+    `summary_dir` (default: `eval_dir(name)`, model_dir/eval[_name])."""
     checkpoint = self._checkpoint(checkpoint_path)
     with tf.Graph().as_default():
       spec, global_step = self._build(input_fn, ModeKeys.EVAL)
@@ -389,12 +455,10 @@ class Estimator(object):
         while not sess.should_stop():
           sess.run(update_op)
       results = final.final_ops_values
-    self._write_eval_summaries(results, name)
+    self._write_eval_summaries(results, summary_dir or self.eval_dir(name))
     return results
 
-  def _write_eval_summaries(self, results, name):
-    eval_dir = os.path.join(self._model_dir,
-                            'eval' if not name else 'eval_' + name)
+  def _write_eval_summaries(self, results, eval_dir):
     summary = tf1.Summary()
     for key, value in sorted(results.items()):
       if key != 'global_step' and np.ndim(value) == 0:

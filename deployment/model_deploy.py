@@ -31,6 +31,7 @@ The semantics, shared by TF-Slim style training (`deploy`) and by
 """
 import collections
 import contextlib
+import re
 
 import tensorflow as tf
 import tf_slim as slim  # noqa: F401  (TF-Slim users import model_deploy with slim)
@@ -417,10 +418,33 @@ def _absolute_name_scope(scope):
     yield
 
 
+def _summary_op_name(tag):
+  return re.sub(r'[^A-Za-z0-9_./-]', '_', tag).lstrip('_./-') or 'summary'
+
+
 def scalar_summary(tag, tensor):
-  """A scalar summary tagged exactly `tag`, whatever name scope is open."""
+  """A scalar summary tagged exactly `tag`, whatever name scope is open.
+
+  `tf.compat.v1.summary.*` tag a summary with its op's name, which TensorFlow
+  makes unique (a histogram of variable 'a/w' becomes 'a/w_1'); the summary
+  ops themselves take any tag, so the tag is the one asked for.
+  """
   with tf1.get_default_graph().name_scope(''):
-    return tf1.summary.scalar(tag, tensor)
+    summary = tf.raw_ops.ScalarSummary(
+        tags=tag, values=tf.cast(tensor, tf.float32),
+        name=_summary_op_name(tag))
+  tf1.add_to_collection(tf1.GraphKeys.SUMMARIES, summary)
+  return summary
+
+
+def histogram_summary(tag, tensor):
+  """A histogram summary tagged exactly `tag` (see `scalar_summary`)."""
+  with tf1.get_default_graph().name_scope(''):
+    summary = tf.raw_ops.HistogramSummary(
+        tag=tag, values=tf.cast(tensor, tf.float32),
+        name=_summary_op_name(tag))
+  tf1.add_to_collection(tf1.GraphKeys.SUMMARIES, summary)
+  return summary
 
 
 def _losses_of(clone):
