@@ -197,7 +197,7 @@ def main(_):
         num_preprocessing_threads=F.num_preprocessing_threads,
         labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
     resumed = estimator.latest_checkpoint()
-    if resumed:
+    if resumed and estimator.config.is_chief:  # the chief restores
       print('Resuming from %s (step %d)' % (resumed,
                                             est.global_step_of(resumed)))
     sys.stdout.flush()
