@@ -23,6 +23,7 @@ tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, 'tests', 'cluster_program.py')
 TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
+EVAL = os.path.join(ROOT, 'eval_image_classifier.py')
 
 
 # -- the cluster description --------------------------------------------------
@@ -234,12 +235,19 @@ def _losses(output):
 @pytest.mark.slow
 def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
     digits, tmp_path, monkeypatch):
+  """With eval_image_classifier.py --wait_for_checkpoints as the launcher's
+  evaluator, following the chief's directory to the last step."""
   # The scripts keep TensorFlow's INFO lines ("Saving checkpoints ...") off
   # the terminal unless TF_CPP_MIN_LOG_LEVEL asks for them.
   monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '1')
   train_dir = tmp_path / 'run'
+  evaluator = [EVAL, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+               '--dataset_split_name=validation', '--model_name=lenet',
+               '--checkpoint_path=%s' % train_dir, '--wait_for_checkpoints',
+               '--eval_interval_secs=1', '--stop_at_step=300']
   status = launch.run(1, 2, _train_argv(digits, train_dir, 300),
-                      grace_secs=60, out=open(tmp_path / 'log', 'w'))
+                      evaluator=evaluator, grace_secs=60,
+                      out=open(tmp_path / 'log', 'w'))
   log = (tmp_path / 'log').read_text()
   assert status == 0, log[-3000:]
   (step,) = _checkpoint_values(train_dir, 'global_step')
@@ -250,6 +258,13 @@ def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
     assert len(losses) >= 2 and losses[-1] < losses[0], (name, losses)
     saves = 'Saving checkpoints' in own
     assert saves == (name == 'worker:0')
+  judged = '\n'.join(l for l in log.splitlines() if l.startswith('[evaluator]'))
+  steps = [int(s) for s in re.findall(r'Evaluated \S+ \(step (\d+)\)', judged)]
+  assert steps and steps == sorted(steps) and 300 <= steps[-1] <= step, (
+      judged[-3000:])
+  accuracy = [float(a) for a in re.findall(r'Accuracy = ([\d.]+)', judged)]
+  assert len(accuracy) == len(steps) and accuracy[-1] > 0.5, judged[-3000:]
+  assert os.path.isfile(train_dir / 'eval' / ('confusion_matrix-%d.csv' % steps[-1]))
 
 
 @pytest.mark.slow
