@@ -9,6 +9,13 @@
 the network is evaluated with the moving averages. --num_clones (with
 --clone_on_cpu for CPU devices) evaluates on several devices with the same
 metrics; --batch_size is per clone, as in training.
+
+--saved_model=<export dir> or --tflite_model=<file or export dir> evaluate an
+export of export_model.py instead, with the same metrics and printing: its
+network, input size and preprocessing are the ones it was exported with.
+
+    python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
+        --dataset_split_name=validation --tflite_model=exports/lenet_digits/int8
 """
 import math
 import os
@@ -24,6 +31,8 @@ import classifier
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import estimator as est
+from deployment import exporter
+from deployment import inference
 from deployment import model_deploy
 from nets import nets_factory
 
@@ -64,11 +73,16 @@ flags.DEFINE_integer('eval_interval_secs', 60,
                      'Seconds between polls for a new checkpoint.')
 flags.DEFINE_integer('eval_timeout_secs', None,
                      'Stop waiting after this long without a new checkpoint.')
+flags.DEFINE_string('saved_model', None,
+                    'Evaluate this SavedModel export instead of a checkpoint.')
+flags.DEFINE_string('tflite_model', None,
+                    'Evaluate this TFLite model (file or export directory).')
 
 
 def expand_path_flags():
   """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
-  for name in ('checkpoint_path', 'eval_dir', 'dataset_dir'):
+  for name in ('checkpoint_path', 'eval_dir', 'dataset_dir', 'saved_model',
+               'tflite_model'):
     setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
@@ -86,8 +100,55 @@ def checkpoints():
     yield path
 
 
+def evaluate_export(dataset):
+  """--saved_model or --tflite_model on the dataset, printed as a checkpoint's
+  evaluation is."""
+  if F.saved_model and F.tflite_model:
+    raise ValueError('pass one of --saved_model and --tflite_model')
+  for flag in ('checkpoint_path', 'wait_for_checkpoints', 'num_clones',
+               'moving_average_decay'):
+    if F[flag].present:
+      raise ValueError('--%s applies to checkpoints, not to --%s' % (
+          flag, 'saved_model' if F.saved_model else 'tflite_model'))
+  model = inference.open_model(
+      saved_model=F.saved_model, tflite_model=F.tflite_model,
+      spec_from_flags=lambda: exporter.make_spec(
+          F.model_name, F.dataset_name, F.dataset_dir,
+          labels_offset=F.labels_offset, image_size=F.eval_image_size,
+          preprocessing_name=F.preprocessing_name,
+          use_grayscale=F.use_grayscale))
+  try:
+    explicit = {field: (flag, F[flag].value) for field, flag in (
+        ('model_name', 'model_name'), ('image_size', 'eval_image_size'),
+        ('preprocessing_name', 'preprocessing_name'),
+        ('use_grayscale', 'use_grayscale')) if F[flag].present}
+    inference.check_flags_agree(model.spec, model.path, **explicit)
+    results = inference.evaluate(
+        model, dataset, F.batch_size, labels_offset=F.labels_offset,
+        max_num_batches=F.max_num_batches, num_readers=F.num_readers,
+        num_preprocessing_threads=F.num_preprocessing_threads)
+  finally:
+    model.close()
+  step = '' if model.global_step is None else ' (step %d)' % model.global_step
+  print('Evaluated %s%s on %s/%s' % (model.path, step, F.dataset_name,
+                                     F.dataset_split_name))
+  for name in ('Accuracy', 'Recall_5'):
+    print('%s = %.4f' % (name, results[name]))
+  sys.stdout.flush()
+
+
 def main(_):
   try:
+    if F.saved_model or F.tflite_model:
+      if F.dataset_dir is None:
+        raise ValueError('--dataset_dir is required')
+      if F.batch_size < 1:
+        raise ValueError('--batch_size must be at least 1, got %d' %
+                         F.batch_size)
+      expand_path_flags()
+      evaluate_export(dataset_factory.get_dataset(
+          F.dataset_name, F.dataset_split_name, F.dataset_dir))
+      return 0
     nets_factory.get_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
