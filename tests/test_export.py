@@ -124,7 +124,8 @@ def test_frozen_graph_gives_the_checkpoints_logits(lenet, digits_dir, validation
   graph_def = tf1.GraphDef()
   with open(output, 'rb') as f:
     graph_def.ParseFromString(f.read())
-  assert not [n.name for n in graph_def.node if 'Variable' in n.op]
+  assert not [n.name for n in graph_def.node
+              if n.op in ('VarHandleOp', 'VariableV2', 'ReadVariableOp')]
   with tf.Graph().as_default() as graph:
     tf.import_graph_def(graph_def, name='')
     assert graph.get_tensor_by_name('input:0').shape.as_list() == [
@@ -146,7 +147,8 @@ def test_inference_graph_has_tf_slims_input_and_text_format(tmp_path):
   assert [d.size for d in nodes['input'].attr['shape'].shape.dim] == [
       2, 128, 128, 3]
   assert nodes['logits'].op == 'Identity'
-  assert any(n.op == 'VariableV2' for n in graph_def.node)  # not frozen
+  assert any(n.op in ('VarHandleOp', 'VariableV2')  # not frozen
+             for n in graph_def.node)
   with tf.Graph().as_default() as graph:
     tf.import_graph_def(graph_def, name='')
     assert graph.get_tensor_by_name('logits:0').shape.as_list() == [2, 1001]
@@ -174,9 +176,10 @@ def test_saved_model_bytes_signature_decodes_png_as_the_records_are(
 
 def test_saved_model_bytes_signature_decodes_jpeg_as_python_does(
     saved_model, lenet, validation):
-  """JPEG decoders may differ by a level or two (IDCT rounding): the bytes
-  signature on JPEG files equals the checkpoint on PIL's decoding of them
-  within what that difference moves the logits."""
+  """The serving graph decodes as the training records are decoded
+  (tf.io.decode_image: libjpeg-turbo's fast integer IDCT); PIL uses the
+  accurate one, a few levels apart at edges. The bytes signature equals the
+  checkpoint on TF's decoding, and on PIL's within what those levels move."""
   jpegs, decoded_by_pil = [], []
   for image in validation[2][:20]:
     big = np.kron(image[..., 0], np.ones((4, 4), np.uint8))  # 32x32
@@ -188,9 +191,8 @@ def test_saved_model_bytes_signature_decodes_jpeg_as_python_does(
     decoded_by_tf = session.run([
         tf.io.decode_image(j, channels=1, expand_animations=False)[..., 0]
         for j in jpegs])
-  level_difference = max(np.max(np.abs(a.astype(int) - b.astype(int)))
-                         for a, b in zip(decoded_by_tf, decoded_by_pil))
-  assert level_difference <= 2
+  levels = np.abs(np.array(decoded_by_tf, int) - np.array(decoded_by_pil, int))
+  assert levels.max() <= 8 and levels.mean() < 1, (levels.max(), levels.mean())
   exported = inference.open_model(saved_model=saved_model)
   reference = inference.CheckpointModel(lenet[0], lenet[1])
   try:
@@ -201,7 +203,6 @@ def test_saved_model_bytes_signature_decodes_jpeg_as_python_does(
     exported.close()
     reference.close()
   np.testing.assert_allclose(got, exact, rtol=0, atol=1e-4)
-  # Two levels in 255 move LeNet's input (x - 128) / 128 by 0.016 at most.
   assert np.max(np.abs(got - want)) < 0.05 * np.max(np.abs(want))
   assert np.array_equal(np.argmax(got, 1), np.argmax(want, 1))
 
@@ -380,9 +381,10 @@ def test_checkpoint_of_another_network_is_refused(lenet, tmp_path):
                      r'network cifarnet: \d+ of its \d+ variable\(s\) missing, '
                      r'first: CifarNet/'):
     exporter.RestoredGraph(spec, lenet[0])
-  spec = exporter.make_spec('lenet', num_classes=7)
-  with pytest.raises(ValueError, match=r'1 variable\(s\) with other shapes, '
-                     r'first: LeNet/fc4/\w+ \[.*7\] \(checkpoint: .*10\]\)'):
+  spec = exporter.make_spec('lenet', num_classes=7, use_grayscale=True)
+  with pytest.raises(ValueError, match=r'2 variable\(s\) with other shapes, '
+                     r'first: LeNet/fc4/weights \[1024, 7\] \(checkpoint: '
+                     r'\[1024, 10\]\); .*; check --dataset_name/--num_classes'):
     exporter.RestoredGraph(spec, lenet[0])
 
 
