@@ -17,6 +17,7 @@ import classifier
 from datasets import converters, dataset_factory, dataset_utils
 from deployment import estimator as est
 from deployment import exporter, inference
+from nets import nets_factory
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -431,3 +432,61 @@ def test_image_that_is_missing_or_not_an_image_is_one_line_naming_it(
                str(tmp_path / 'missing.png'))
   assert ("error: image '%s' does not exist" % (tmp_path / 'missing.png')
           in error_line(result))
+
+
+# -- every network of the zoo ---------------------------------------------------
+# Networks TFLite cannot convert, with the converter's reason (README lists
+# them too). None today: every network converts.
+NOT_CONVERTIBLE = {}
+
+
+def randomize_variables(graph):
+  """Variance-preserving random weights and batch-norm statistics, so each
+  network's logits are O(1) and differ between classes (fresh initialisers
+  give some networks zero logits and others 1e12)."""
+  rng = np.random.RandomState(0)
+  with graph.graph.as_default():
+    for variable in tf1.global_variables():
+      shape = variable.shape.as_list()
+      name = variable.op.name.split('/')[-1]
+      if name in ('moving_variance', 'gamma'):
+        value = rng.uniform(0.5, 1.5, shape)
+      elif len(shape) >= 2:  # weights: fan-in of one output
+        fan_in = np.prod(shape[:-1]) if 'depthwise' not in name else np.prod(
+            shape[:2])
+        value = rng.standard_normal(shape) / np.sqrt(fan_in)
+      else:
+        value = rng.normal(0, 0.1, shape)
+      variable.load(value.astype(np.float32), graph.session)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', nets_factory.list_models())
+def test_every_network_exports_a_saved_model_and_tflite_float(name, tmp_path):
+  """Batch 1 at the network's default size, 10 classes, one random image:
+  the SavedModel and the TFLite model give the graph's own logits."""
+  spec = exporter.make_spec(name, num_classes=10)
+  graph = exporter.RestoredGraph(spec, checkpoint=None)
+  try:
+    randomize_variables(graph)
+    image = np.random.RandomState(1).uniform(
+        -1, 1, (1,) + spec.image_shape).astype(np.float32)
+    want = graph.run(images=image)['logits']
+    exporter.write_saved_model(graph, str(tmp_path / 'saved_model'))
+    if name in NOT_CONVERTIBLE:
+      with pytest.raises(ValueError, match=re.escape(NOT_CONVERTIBLE[name])):
+        exporter.write_tflite(graph, str(tmp_path / 'tflite'))
+      tflite = None
+    else:
+      tflite = exporter.write_tflite(graph, str(tmp_path / 'tflite'))
+  finally:
+    graph.close()
+  scale = np.max(np.abs(want))
+  assert np.isfinite(scale) and scale > 0.1 and np.std(want) > 0.01, want
+  models = [inference.open_model(saved_model=str(tmp_path / 'saved_model'))]
+  if tflite:
+    models.append(inference.open_model(tflite_model=tflite))
+  for model in models:
+    got = model.logits(image)
+    model.close()
+    assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, scale), model.kind
