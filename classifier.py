@@ -8,14 +8,16 @@ optional moving averages, and fine-tuning from a TF-Slim checkpoint.
 import dataclasses
 import os
 import re
-import time
 from typing import Optional, Sequence
 
 import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+import eval_report
+import progress
 from datasets import dataset_factory, reader
+from deployment import cluster
 from deployment import estimator as est
 from deployment import model_deploy
 from nets import nets_factory, registry
@@ -53,6 +55,9 @@ class OptimizerParams:
   replicas_to_aggregate: int = 1
 
   def validate(self):
+    if self.replicas_to_aggregate < 1:
+      raise ValueError('--replicas_to_aggregate must be at least 1, got %d' %
+                       self.replicas_to_aggregate)
     if self.optimizer not in OPTIMIZERS:
       raise ValueError(registry.unknown_name_message(
           'optimizer', self.optimizer, OPTIMIZERS))
@@ -81,6 +86,7 @@ class ClassifierParams:
       default_factory=model_deploy.DeploymentConfig)
   summarize_activations: bool = True
   log_every_n_steps: int = 10
+  max_steps: Optional[int] = None  # the last step, for the progress lines' ETA
 
 
 def images_per_step(p):
@@ -229,14 +235,41 @@ def _add_losses(logits, end_points, labels, num_classes, label_smoothing):
                                    label_smoothing=label_smoothing, weights=1.0)
 
 
-def _activation_summaries(end_points):
+# TensorBoard groups tags by their first component and orders the groups by
+# name, opening the first two: the essentials (Accuracy, images_per_sec,
+# learning_rate, losses) sort first, the network's internals under 'network'.
+NETWORK_SUMMARIES = 'network'
+
+
+def _network_summaries(end_points, variables):
+  """TF-Slim's activation histograms and sparsity of every end point, and
+  the variables' histograms, under `network/`."""
   for name, tensor in end_points.items():
-    tf1.summary.histogram('activations/' + name, tensor)
-    tf1.summary.scalar('sparsity/' + name, tf.nn.zero_fraction(tensor))
+    model_deploy.histogram_summary(
+        '%s/activations/%s' % (NETWORK_SUMMARIES, name), tensor)
+    model_deploy.scalar_summary('%s/sparsity/%s' % (NETWORK_SUMMARIES, name),
+                                tf.nn.zero_fraction(tensor))
+  for variable in variables:
+    model_deploy.histogram_summary(
+        '%s/variables/%s' % (NETWORK_SUMMARIES, variable.op.name), variable)
 
 
-def model_fn(features, labels, mode, params):
-  """Classification model_fn; params['classifier'] is a ClassifierParams."""
+def _correct(logits, labels):
+  return tf.reduce_sum(tf.cast(
+      tf.equal(tf.argmax(logits, 1), tf.cast(labels, tf.int64)), tf.float32))
+
+
+class _ModelVariables(object):
+  """slim.get_model_variables(), read when iterated: SyncReplicasOptimizer
+  takes its variables to average before the clones that create them."""
+
+  def __iter__(self):
+    return iter(slim.get_model_variables())
+
+
+def model_fn(features, labels, mode, params, config=None):
+  """Classification model_fn; params['classifier'] is a ClassifierParams;
+  config (the RunConfig) says whether this task is the chief."""
   p = params['classifier']
   is_training = mode == est.ModeKeys.TRAIN
   network_fn = nets_factory.get_network_fn(
@@ -249,7 +282,7 @@ def model_fn(features, labels, mode, params):
       logits, end_points = network_fn(images)
       _add_losses(logits, end_points, clone_labels, p.num_classes,
                   p.label_smoothing)
-      return end_points
+      return end_points, _correct(logits, clone_labels)
 
     p.optimizer.validate()
     with tf1.device(p.deployment.device_function()):
@@ -257,19 +290,39 @@ def model_fn(features, labels, mode, params):
           p.optimizer, p.num_samples_per_epoch, images_per_step(p),
           global_step)
       optimizer = configure_optimizer(p.optimizer, learning_rate)
+    ema = None
+    if p.moving_average_decay:
+      ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
+                                               global_step)
+    hooks = []
+    if p.optimizer.sync_replicas:
+      # TF-Slim's synchronous replicas: the chief applies the sum of
+      # replicas_to_aggregate gradients once (one global step) and then the
+      # moving averages.
+      optimizer = tf1.train.SyncReplicasOptimizer(
+          optimizer, replicas_to_aggregate=p.optimizer.replicas_to_aggregate,
+          total_num_replicas=p.deployment.num_replicas,
+          variable_averages=ema,
+          variables_to_average=_ModelVariables() if ema else None)
+      hooks.extend(cluster.sync_replicas_hooks(
+          optimizer, config.is_chief if config is not None else True,
+          p.deployment.num_replicas))
     model = model_deploy.deploy(
         p.deployment, clone_fn, [features, labels], optimizer=optimizer,
         var_list=lambda: variables_to_train(p.trainable_scopes))
     model_deploy.scalar_summary('learning_rate', learning_rate)
-    if p.summarize_activations:
-      _activation_summaries(model.clones[0].outputs)
-    for variable in slim.get_model_variables():
-      tf1.summary.histogram(variable.op.name, variable)
+    # The training batch's accuracy (with dropout and augmentation), every
+    # clone's images: TensorBoard draws it beside the evaluation's Accuracy.
+    images_per_batch = tf.shape(features)[0]
+    model_deploy.scalar_summary('Accuracy', tf.add_n(
+        [c.outputs[1] for c in model.clones]) / tf.cast(images_per_batch,
+                                                         tf.float32))
+    _network_summaries(
+        model.clones[0].outputs[0] if p.summarize_activations else {},
+        slim.get_model_variables())
     train_op = model.train_op
-    if p.moving_average_decay:
+    if ema is not None and not p.optimizer.sync_replicas:
       with tf1.device(p.deployment.device_function()):
-        ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
-                                                 global_step)
         with tf.control_dependencies([train_op]):
           train_op = ema.apply(slim.get_model_variables())
     init_fn = None
@@ -277,11 +330,15 @@ def model_fn(features, labels, mode, params):
       init_fn = fine_tune_init_fn(p.checkpoint_path,
                                   p.checkpoint_exclude_scopes,
                                   p.ignore_missing_vars)
-    progress = ProgressHook(model.total_loss, tf.shape(features)[0],
-                            p.log_every_n_steps)
+    hooks.append(progress.TrainingProgressHook(
+        model.total_loss, images_per_batch, p.log_every_n_steps,
+        max_steps=p.max_steps,
+        # images_per_sec goes beside the chief's other summaries.
+        summary_dir=(config.model_dir if config is not None and config.is_chief
+                     else None)))
     return est.EstimatorSpec(mode, loss=model.total_loss, train_op=train_op,
                              scaffold=tf1.train.Scaffold(init_fn=init_fn),
-                             training_hooks=[progress])
+                             training_hooks=hooks)
 
   # The last batch may be smaller than the clone count: padded, then cut.
   images, size = model_deploy.pad_batch(features, p.deployment.num_clones)
@@ -308,6 +365,9 @@ def model_fn(features, labels, mode, params):
       'Accuracy': tf1.metrics.accuracy(labels, predictions['classes']),
       'Recall_5': tf1.metrics.recall_at_k(labels, logits,
                                           min(5, p.num_classes)),
+      # An array: printed and plotted by eval_report, not a `name = value`.
+      'confusion_matrix': eval_report.confusion_matrix_metric(
+          labels, predictions['classes'], p.num_classes),
   }
   return est.EstimatorSpec(mode, predictions=predictions, loss=loss,
                            eval_metric_ops=metrics, scaffold=scaffold)
@@ -338,43 +398,6 @@ def make_input_fn(descriptor, model_name, batch_size, is_training,
         labels_offset=labels_offset)
 
   return input_fn
-
-
-class ProgressHook(tf1.train.SessionRunHook):
-  """Logs step, loss and examples/sec every `every_n_steps` steps; the
-  examples are counted from `batch_size` (a tensor: the images the step
-  actually took, all clones together)."""
-
-  def __init__(self, loss, batch_size, every_n_steps, log=print):
-    self._loss, self._batch_size = loss, batch_size
-    self._every, self._log = max(int(every_n_steps or 1), 1), log
-    self._count = self._images = 0
-    self._since = None
-
-  def begin(self):
-    self._step_tensor = tf1.train.get_global_step()
-
-  def after_create_session(self, session, coord):
-    # Counted here rather than fetched with the step: a fetched global step
-    # may be read before or after the step's own increment.
-    self._step = int(session.run(self._step_tensor))
-
-  def before_run(self, run_context):
-    if self._since is None:
-      self._since = time.time()
-    return tf1.train.SessionRunArgs([self._loss, self._batch_size])
-
-  def after_run(self, run_context, run_values):
-    loss, images = run_values.results
-    self._step += 1
-    step = self._step
-    self._count += 1
-    self._images += int(images)
-    if self._count % self._every == 0:
-      elapsed = max(time.time() - self._since, 1e-9)
-      self._log('step %d: loss = %.4f (%.1f examples/sec; %d images/step)' % (
-          step, loss, self._images / elapsed, images))
-      self._count, self._images, self._since = 0, 0, time.time()
 
 
 def one_line(error):

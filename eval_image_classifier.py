@@ -4,15 +4,28 @@
         --dataset_split_name=validation --model_name=lenet --checkpoint_path=runs/lenet
 
 --checkpoint_path is a checkpoint file or a directory (its latest checkpoint);
---wait_for_checkpoints evaluates every new checkpoint of the directory until
---eval_timeout_secs pass without one. Trained with --moving_average_decay,
-the network is evaluated with the moving averages. --num_clones (with
---clone_on_cpu for CPU devices) evaluates on several devices with the same
-metrics; --batch_size is per clone, as in training.
+--wait_for_checkpoints evaluates every new checkpoint of the directory once,
+until --eval_timeout_secs pass without one, --max_checkpoints are done or a
+checkpoint of step --stop_at_step (training's last) is evaluated: run it
+beside training to draw the evaluation curve.
+Trained with --moving_average_decay, the network is evaluated with the moving
+averages. --num_clones (with --clone_on_cpu for CPU devices) evaluates on
+several devices with the same metrics; --batch_size is per clone, as in
+training.
+
+While it runs it prints `eval: batch N/total (p%), ETA t` (the first batch,
+then every --log_every_n_secs, and the last); then the metrics, the per-class
+accuracy and the confusion matrix. Summaries of every metric, at the
+checkpoint's global step, and the confusion matrix image go to --eval_dir
+(default <checkpoint dir>/eval, where TensorBoard shows them beside the
+training curves), with the CSV files confusion_matrix-<step>.csv and
+per_class_accuracy-<step>.csv.
 
 --saved_model=<export dir> or --tflite_model=<file or export dir> evaluate an
-export of export_model.py instead, with the same metrics and printing: its
-network, input size and preprocessing are the ones it was exported with.
+export of export_model.py instead, with the same metrics, progress and
+per-class printing (files only with --eval_dir): its network, input size and
+preprocessing are the ones it was exported with, so the accuracy cost of int8
+is one command:
 
     python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
         --dataset_split_name=validation --tflite_model=exports/lenet_digits/int8
@@ -24,10 +37,13 @@ import sys
 from absl import app
 from absl import flags
 
+import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
 import classifier
+import eval_report
+import progress
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import estimator as est
@@ -49,7 +65,8 @@ flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
                     'Checkpoint file or directory of checkpoints.')
 flags.DEFINE_string('eval_dir', None,
-                    'Where summaries go (default: <checkpoint dir>/eval).')
+                    'Where summaries and CSV files go (default: '
+                    '<checkpoint dir>/eval, beside the training summaries).')
 flags.DEFINE_integer('num_preprocessing_threads', 4,
                      'Parallel decode/preprocess calls.')
 flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.')
@@ -73,6 +90,15 @@ flags.DEFINE_integer('eval_interval_secs', 60,
                      'Seconds between polls for a new checkpoint.')
 flags.DEFINE_integer('eval_timeout_secs', None,
                      'Stop waiting after this long without a new checkpoint.')
+flags.DEFINE_integer('max_checkpoints', None,
+                     'With --wait_for_checkpoints: stop after evaluating this '
+                     'many checkpoints.')
+flags.DEFINE_integer('stop_at_step', None,
+                     'With --wait_for_checkpoints: stop after evaluating a '
+                     'checkpoint of this global step or later (training\'s '
+                     '--max_number_of_steps).')
+flags.DEFINE_float('log_every_n_secs', 10,
+                   'Seconds between progress lines of an evaluation.')
 flags.DEFINE_string('saved_model', None,
                     'Evaluate this SavedModel export instead of a checkpoint.')
 flags.DEFINE_string('tflite_model', None,
@@ -94,10 +120,55 @@ def checkpoints():
   if not tf.io.gfile.isdir(F.checkpoint_path):
     raise ValueError("--wait_for_checkpoints needs a directory, got "
                      "--checkpoint_path '%s'" % F.checkpoint_path)
+  if F.max_checkpoints is not None and F.max_checkpoints < 1:
+    raise ValueError('--max_checkpoints must be at least 1, got %d' %
+                     F.max_checkpoints)
+  done = 0
   for path in tf.train.checkpoints_iterator(
       F.checkpoint_path, min_interval_secs=F.eval_interval_secs,
       timeout=F.eval_timeout_secs):
     yield path
+    done += 1
+    if F.max_checkpoints is not None and done >= F.max_checkpoints:
+      return
+    if (F.stop_at_step is not None and
+        est.global_step_of(path) >= F.stop_at_step):
+      return
+    progress.print_now('Waiting for a new checkpoint in %s%s' % (
+        F.checkpoint_path, ' (at most %ss)' % F.eval_timeout_secs
+        if F.eval_timeout_secs is not None else ''))
+
+
+def checkpoint_dir():
+  if tf.io.gfile.isdir(F.checkpoint_path):
+    return F.checkpoint_path
+  return os.path.dirname(F.checkpoint_path) or '.'
+
+
+def report(results, dataset, eval_dir):
+  """Prints the `name = value` lines and the per-class results; with an
+  eval_dir, writes the CSV files and the confusion matrix image there."""
+  step = results['global_step']
+  print('Evaluated %s%s on %s/%s' % (
+      results['checkpoint'], '' if step is None else ' (step %d)' % step,
+      F.dataset_name, F.dataset_split_name))
+  for name in sorted(results):
+    if name not in ('global_step', 'loss', 'checkpoint') and (
+        getattr(results[name], 'ndim', 0) == 0):
+      print('%s = %.4f' % (name, results[name]))
+  classes = eval_report.ClassReport.from_dataset(
+      results['confusion_matrix'], dataset.labels_to_names, F.labels_offset)
+  paths = ()
+  if eval_dir:
+    paths = eval_report.write(classes, eval_dir, int(step or 0),
+                              accuracy=results.get('Accuracy'))
+  print(classes.table(paths))
+  sys.stdout.flush()
+
+
+def check_eval_dir(eval_dir):
+  if eval_dir and os.path.exists(eval_dir) and not os.path.isdir(eval_dir):
+    raise ValueError("--eval_dir '%s' is a file, not a directory" % eval_dir)
 
 
 def evaluate_export(dataset):
@@ -110,6 +181,7 @@ def evaluate_export(dataset):
     if F[flag].present:
       raise ValueError('--%s applies to checkpoints, not to --%s' % (
           flag, 'saved_model' if F.saved_model else 'tflite_model'))
+  check_eval_dir(F.eval_dir)
   model = inference.open_model(
       saved_model=F.saved_model, tflite_model=F.tflite_model,
       spec_from_flags=lambda: exporter.make_spec(
@@ -123,33 +195,25 @@ def evaluate_export(dataset):
         ('preprocessing_name', 'preprocessing_name'),
         ('use_grayscale', 'use_grayscale')) if F[flag].present}
     inference.check_flags_agree(model.spec, model.path, **explicit)
+    batches = F.max_num_batches or math.ceil(dataset.num_samples /
+                                              F.batch_size)
     results = inference.evaluate(
         model, dataset, F.batch_size, labels_offset=F.labels_offset,
         max_num_batches=F.max_num_batches, num_readers=F.num_readers,
-        num_preprocessing_threads=F.num_preprocessing_threads)
+        num_preprocessing_threads=F.num_preprocessing_threads,
+        progress=progress.EvaluationProgress(batches, F.log_every_n_secs))
   finally:
     model.close()
-  step = '' if model.global_step is None else ' (step %d)' % model.global_step
-  print('Evaluated %s%s on %s/%s' % (model.path, step, F.dataset_name,
-                                     F.dataset_split_name))
-  for name in ('Accuracy', 'Recall_5'):
-    print('%s = %.4f' % (name, results[name]))
-  sys.stdout.flush()
+  del results['images']
+  report(dict(results, checkpoint=model.path, global_step=model.global_step),
+         dataset, F.eval_dir)
 
 
 def main(_):
   try:
-    if F.saved_model or F.tflite_model:
-      if F.dataset_dir is None:
-        raise ValueError('--dataset_dir is required')
-      if F.batch_size < 1:
-        raise ValueError('--batch_size must be at least 1, got %d' %
-                         F.batch_size)
-      expand_path_flags()
-      evaluate_export(dataset_factory.get_dataset(
-          F.dataset_name, F.dataset_split_name, F.dataset_dir))
-      return 0
-    nets_factory.get_info(F.model_name)
+    exported = F.saved_model or F.tflite_model
+    if not exported:
+      nets_factory.get_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
     if F.batch_size < 1:
@@ -157,6 +221,9 @@ def main(_):
     expand_path_flags()
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
+    if exported:
+      evaluate_export(dataset)
+      return 0
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu)
     deployment.check_devices_available()
@@ -177,23 +244,20 @@ def main(_):
         labels_offset=F.labels_offset, use_grayscale=F.use_grayscale,
         num_epochs=1, deterministic=True)
     steps = F.max_num_batches or math.ceil(dataset.num_samples / batch)
+    eval_dir = F.eval_dir or os.path.join(checkpoint_dir(), 'eval')
+    check_eval_dir(eval_dir)
+    estimator = est.Estimator(
+        classifier.model_fn, checkpoint_dir(),
+        config=est.RunConfig(log_step_count_steps=None,
+                             session_config=session_config),
+        params={'classifier': params})
     for checkpoint in checkpoints():
-      # Summaries go to <eval model dir>/eval.
-      eval_dir = F.eval_dir or os.path.dirname(checkpoint)
-      estimator = est.Estimator(
-          classifier.model_fn, eval_dir,
-          config=est.RunConfig(log_step_count_steps=None,
-                               session_config=session_config),
-          params={'classifier': params})
-      results = estimator.evaluate(input_fn, steps=steps,
-                                   checkpoint_path=checkpoint)
-      print('Evaluated %s (step %d) on %s/%s' % (
-          checkpoint, results['global_step'], F.dataset_name,
-          F.dataset_split_name))
-      for name in sorted(results):
-        if name not in ('global_step', 'loss'):
-          print('%s = %.4f' % (name, results[name]))
-      sys.stdout.flush()
+      results = estimator.evaluate(
+          input_fn, steps=steps, checkpoint_path=checkpoint,
+          summary_dir=eval_dir,
+          hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs)])
+      report(dict(results, checkpoint=checkpoint,
+                  global_step=int(results['global_step'])), dataset, eval_dir)
   except (ValueError, tf.errors.OpError) as e:
     print('eval_image_classifier: error: %s' % classifier.one_line(e),
           file=sys.stderr)

@@ -23,6 +23,7 @@ import sys
 from absl import app
 from absl import flags
 
+import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 

@@ -14,4 +14,5 @@ if [ ! -x "$ROOT/.venv/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WAN
 fi
 # shellcheck disable=SC1091
 . "$ROOT/.venv/bin/activate"
-export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+# TensorFlow's C++ logs off (0 brings them back; see quiet_tensorflow.py).
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"

@@ -9,18 +9,24 @@ Estimator-compatible runner trains it, resuming from train_dir's latest
 checkpoint. --checkpoint_path fine-tunes only when train_dir has none.
 As in TF-Slim, --batch_size is per clone: a step takes batch_size x
 num_clones images, and the learning-rate decay counts them all.
+
+Every --log_every_n_steps steps it prints `step N/max (p%): loss = x (y
+images/sec; z images/step), ETA t`; TensorBoard summaries go to train_dir
+(`tensorboard --logdir` it, see README "Watching training").
 """
 import sys
 
 from absl import app
 from absl import flags
 
+import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
 import classifier
 from datasets import dataset_factory
 from datasets import dataset_utils
+from deployment import cluster
 from deployment import estimator as est
 from deployment import model_deploy
 from nets import nets_factory
@@ -28,7 +34,8 @@ from nets import nets_factory
 tf1 = tf.compat.v1
 F = flags.FLAGS
 
-flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
+flags.DEFINE_string('master', '', 'Session target of servers started '
+                    'elsewhere (with --num_ps_tasks/--worker_replicas).')
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory for checkpoints and event logs.')
 flags.DEFINE_integer('num_clones', 1, 'Model clones to deploy (one per GPU).')
@@ -40,8 +47,15 @@ flags.DEFINE_integer('num_preprocessing_threads', 4,
                      'Parallel decode/preprocess calls.')
 flags.DEFINE_integer('log_every_n_steps', 10, 'Steps between log lines.')
 flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summaries.')
+flags.DEFINE_integer('save_summaries_steps', None,
+                     'Steps between summaries (instead of seconds).')
 flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
 flags.DEFINE_integer('task', 0, 'Task id of this replica.')
+# The cluster: these, or TF_CONFIG (see README "Training on a cluster").
+flags.DEFINE_string('ps_hosts', '', 'Comma-separated host:port of the ps.')
+flags.DEFINE_string('worker_hosts', '',
+                    'Comma-separated host:port of the workers (0: chief).')
+flags.DEFINE_string('job_name', '', 'This task\'s job: ps or worker.')
 # Optimization.
 flags.DEFINE_float('weight_decay', 0.00004, 'L2 weight decay.')
 flags.DEFINE_string('optimizer', 'rmsprop', ', '.join(classifier.OPTIMIZERS))
@@ -110,16 +124,23 @@ def optimizer_params():
   return classifier.OptimizerParams(**{k: getattr(F, k) for k in fields})
 
 
-def build_estimator(dataset):
+def task_cluster():
+  return cluster.Cluster.from_flags(
+      F.ps_hosts, F.worker_hosts, F.job_name, F.task, master=F.master,
+      num_ps_tasks=F.num_ps_tasks, worker_replicas=F.worker_replicas)
+
+
+def session_config():
+  config = tf1.ConfigProto(allow_soft_placement=True)
+  if F.clone_on_cpu and F.num_clones > 1:
+    config.device_count['CPU'] = F.num_clones  # one device per clone
+  return config
+
+
+def build_estimator(dataset, task):
   classifier.check_train_dir(F.train_dir)
-  if F.sync_replicas or F.worker_replicas > 1 or F.num_ps_tasks > 0:
-    raise ValueError('--sync_replicas/--worker_replicas/--num_ps_tasks need a '
-                     'cluster, which is not supported yet (train on one '
-                     'machine with --num_clones)')
   deployment = model_deploy.DeploymentConfig(
-      num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu,
-      replica_id=F.task, num_replicas=F.worker_replicas,
-      num_ps_tasks=F.num_ps_tasks)
+      num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu).for_task(task)
   deployment.check_devices_available()
   params = classifier.ClassifierParams(
       model_name=F.model_name,
@@ -133,38 +154,53 @@ def build_estimator(dataset):
           F.checkpoint_exclude_scopes),
       ignore_missing_vars=F.ignore_missing_vars,
       optimizer=optimizer_params(), deployment=deployment,
-      log_every_n_steps=F.log_every_n_steps)
+      log_every_n_steps=F.log_every_n_steps,
+      max_steps=F.max_number_of_steps)
   params.optimizer.validate()
   if F.checkpoint_path:
     classifier.resolve_checkpoint(F.checkpoint_path)
-  session_config = tf1.ConfigProto(allow_soft_placement=True)
-  if F.clone_on_cpu and F.num_clones > 1:
-    session_config.device_count['CPU'] = F.num_clones  # one device per clone
+  if F.save_summaries_steps is not None and F.save_summaries_steps < 1:
+    raise ValueError('--save_summaries_steps must be at least 1, got %d' %
+                     F.save_summaries_steps)
   config = est.RunConfig(
       model_dir=F.train_dir, tf_random_seed=F.random_seed,
-      save_summary_steps=None, save_summaries_secs=F.save_summaries_secs,
+      save_summary_steps=F.save_summaries_steps,
+      save_summaries_secs=(None if F.save_summaries_steps
+                           else F.save_summaries_secs),
       save_checkpoints_secs=F.save_interval_secs,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
-      session_config=session_config)
+      session_config=session_config(), cluster=task)
   return est.Estimator(classifier.model_fn, F.train_dir, config=config,
                        params={'classifier': params})
 
 
 def main(_):
   try:
+    task = task_cluster()
+    if task.task_type == 'ps':
+      task.serve_forever(session_config())  # until the process is stopped
+      return 0
+    if task.task_type == 'evaluator':
+      raise ValueError('an evaluator task does not train: run '
+                       'eval_image_classifier.py --wait_for_checkpoints')
     nets_factory.get_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
     expand_path_flags()
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
-    estimator = build_estimator(dataset)
+    estimator = build_estimator(dataset, task)
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
         preprocessing_name=F.preprocessing_name,
         image_size=F.train_image_size, num_readers=F.num_readers,
         num_preprocessing_threads=F.num_preprocessing_threads,
         labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
+    resumed = estimator.latest_checkpoint()
+    if resumed and estimator.config.is_chief:  # the chief restores
+      print('Resuming from %s (step %d)' % (resumed,
+                                            est.global_step_of(resumed)))
+    sys.stdout.flush()
     estimator.train(input_fn, max_steps=F.max_number_of_steps)
   except (ValueError, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % classifier.one_line(e),

@@ -16,7 +16,6 @@ through `master`/`is_chief` and a device setter, not a different runner.
 """
 import collections
 import inspect
-import json
 import os
 import shutil
 import tempfile
@@ -26,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from deployment import cluster as cluster_lib
+from deployment import model_deploy
 from tensorflow.python.saved_model.model_utils import export_output
 
 tf1 = tf.compat.v1
@@ -70,9 +71,11 @@ class RunConfig(object):
                save_summary_steps=100, save_checkpoints_steps=None,
                save_checkpoints_secs=None, session_config=None,
                keep_checkpoint_max=5, keep_checkpoint_every_n_hours=10000,
-               log_step_count_steps=100, save_summaries_secs=None):
+               log_step_count_steps=100, save_summaries_secs=None,
+               cluster=None):
     """As tf.estimator.RunConfig; `save_summaries_secs` (TF-Slim's cadence)
-    replaces save_summary_steps when set."""
+    replaces save_summary_steps when set. `cluster` (a deployment.cluster.
+    Cluster) defaults to TF_CONFIG's, as in tf.estimator."""
     if save_checkpoints_steps is not None and save_checkpoints_secs is not None:
       raise ValueError('set at most one of save_checkpoints_steps and '
                        'save_checkpoints_secs')
@@ -89,25 +92,17 @@ class RunConfig(object):
     self.keep_checkpoint_max = keep_checkpoint_max
     self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
     self.log_step_count_steps = log_step_count_steps
-    self._read_cluster(json.loads(os.environ.get('TF_CONFIG') or '{}'))
+    self.cluster = cluster or cluster_lib.Cluster.from_tf_config()
+    self.session_config = self.cluster.session_config(self.session_config)
 
-  def _read_cluster(self, tf_config):
-    cluster = tf_config.get('cluster') or {}
-    task = tf_config.get('task') or {}
-    self.cluster_spec = tf1.train.ClusterSpec(cluster)
-    self.task_type = task.get('type', 'worker' if not cluster else None)
-    self.task_id = int(task.get('index', 0))
-    self.num_ps_replicas = len(cluster.get('ps', []))
-    self.num_worker_replicas = (len(cluster.get('worker', [])) +
-                                len(cluster.get('chief', []))) or 1
-    if cluster and self.task_type not in cluster and self.task_type != 'evaluator':
-      raise ValueError("TF_CONFIG task type '%s' is not in its cluster (%s)" %
-                       (self.task_type, ', '.join(sorted(cluster))))
-    self.is_chief = (self.task_type == 'chief' or
-                     (self.task_type == 'worker' and self.task_id == 0 and
-                      'chief' not in cluster))
-    self.master = ('grpc://' + cluster[self.task_type][self.task_id]
-                   if cluster and self.task_type in cluster else '')
+  # tf.estimator.RunConfig's cluster properties.
+  cluster_spec = property(lambda self: self.cluster.spec)
+  task_type = property(lambda self: self.cluster.task_type)
+  task_id = property(lambda self: self.cluster.task_id)
+  num_ps_replicas = property(lambda self: self.cluster.num_ps)
+  num_worker_replicas = property(lambda self: self.cluster.num_workers)
+  is_chief = property(lambda self: self.cluster.is_chief)
+  master = property(lambda self: self.cluster.master)
 
   def replace(self, **kwargs):
     fields = dict(
@@ -119,7 +114,7 @@ class RunConfig(object):
         keep_checkpoint_max=self.keep_checkpoint_max,
         keep_checkpoint_every_n_hours=self.keep_checkpoint_every_n_hours,
         log_step_count_steps=self.log_step_count_steps,
-        save_summaries_secs=self.save_summaries_secs)
+        save_summaries_secs=self.save_summaries_secs, cluster=self.cluster)
     if 'save_checkpoints_steps' in kwargs:
       fields['save_checkpoints_secs'] = None
     if 'save_checkpoints_secs' in kwargs:
@@ -208,6 +203,85 @@ class _EvalStepHook(tf1.train.SessionRunHook):
       run_context.request_stop()
 
 
+class _WorkerSessionCreator(tf1.train.SessionCreator):
+  """A non-chief worker's session, once the chief has initialised the
+  variables. tf.compat.v1.train.WorkerSessionCreator checks every 30 s (its
+  SessionManager's default recovery_wait_secs): a worker that starts a
+  moment before the chief idles 30 s, a short job's whole run. This one
+  checks every `poll_secs`."""
+
+  def __init__(self, scaffold, master, config, poll_secs=1.0):
+    self._scaffold, self._master, self._config = scaffold, master, config
+    self._poll_secs = poll_secs
+
+  def create_session(self):
+    self._scaffold.finalize()
+    manager = tf1.train.SessionManager(
+        local_init_op=self._scaffold.local_init_op,
+        local_init_feed_dict=self._scaffold.local_init_feed_dict,
+        ready_op=self._scaffold.ready_op,
+        ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+        graph=tf1.get_default_graph(), recovery_wait_secs=self._poll_secs)
+    return manager.wait_for_session(self._master, config=self._config,
+                                    max_wait_secs=7200)
+
+
+class _SummarySaverHook(tf1.train.SessionRunHook):
+  """Saves the scaffold's summaries every `save_steps` steps or `save_secs`
+  seconds, as TensorFlow's SummarySaverHook, and also at the run's last step
+  (`last_step`, or the start plus `steps`), so that a curve ends where
+  training ended rather than at the last full period."""
+
+  def __init__(self, output_dir, scaffold, save_steps=None, save_secs=None,
+               steps=None, last_step=None):
+    self._output_dir, self._scaffold = output_dir, scaffold
+    self._timer = tf1.train.SecondOrStepTimer(every_secs=save_secs,
+                                              every_steps=save_steps)
+    self._steps, self._max_steps = steps, last_step
+
+  def begin(self):
+    self._writer = tf1.summary.FileWriterCache.get(self._output_dir)
+    self._global_step = tf1.train.get_global_step()
+    self._next_step = None
+
+  def after_create_session(self, session, coord):
+    start = int(session.run(self._global_step))
+    self._last_step = self._max_steps
+    if self._steps is not None:
+      self._last_step = start + self._steps
+      if self._max_steps is not None:
+        self._last_step = min(self._last_step, self._max_steps)
+
+  def before_run(self, run_context):
+    self._request = (self._next_step is None or
+                     (self._last_step is not None and
+                      self._next_step >= self._last_step) or
+                     self._timer.should_trigger_for_step(self._next_step))
+    fetches = {'global_step': self._global_step}
+    if self._request and self._scaffold.summary_op is not None:
+      fetches['summary'] = self._scaffold.summary_op
+    return tf1.train.SessionRunArgs(fetches)
+
+  def after_run(self, run_context, run_values):
+    # The fetched step may be read before or after this run's increment;
+    # the saved one is read after it.
+    step = run_values.results['global_step'] + 1
+    if self._next_step is None or self._request:
+      step = int(run_context.session.run(self._global_step))
+    if self._next_step is None:
+      # TensorBoard drops what a killed run wrote after its last checkpoint.
+      self._writer.add_session_log(
+          tf1.SessionLog(status=tf1.SessionLog.START), step)
+    if self._request:
+      self._timer.update_last_triggered_step(step)
+      if 'summary' in run_values.results:
+        self._writer.add_summary(run_values.results['summary'], step)
+    self._next_step = step + 1
+
+  def end(self, session=None):
+    self._writer.flush()
+
+
 class Estimator(object):
   """Trains, evaluates, predicts with and exports a `model_fn`."""
 
@@ -233,27 +307,33 @@ class Estimator(object):
   def _build(self, input_fn, mode):
     if self._config.tf_random_seed is not None:
       tf1.set_random_seed(self._config.tf_random_seed)
-    with tf1.device(self._device_fn()), tf.device('/device:CPU:0'):
+    device_fn = self._device_fn() if mode == ModeKeys.TRAIN else None
+    with tf1.device(device_fn), tf.device('/device:CPU:0'):
       global_step = tf1.train.get_or_create_global_step()
     with tf.device('/device:CPU:0'):
       features, labels = _features_and_labels(_call_with_supported_args(
           input_fn, dict(params=dict(self._params), config=self._config,
                          mode=mode)))
-    with tf1.device(self._device_fn()):  # tf.device takes no functions
+    with tf1.device(device_fn):  # tf.device takes no functions
       return self._call_model_fn(features, labels, mode), global_step
 
   def _device_fn(self):
-    if self._config.num_ps_replicas > 0:
-      return tf1.train.replica_device_setter(
-          ps_tasks=self._config.num_ps_replicas,
-          worker_device='/job:%s/task:%d' % (self._config.task_type,
-                                             self._config.task_id),
-          cluster=self._config.cluster_spec)
-    return None
+    """In a cluster, training places variables on the parameter servers
+    and everything else on this task (model_deploy's one placement rule);
+    evaluation, prediction and export run locally from checkpoints."""
+    args = self._config.cluster.deployment_args()
+    if not args or not args['num_ps_tasks']:
+      return None
+    return model_deploy.DeploymentConfig(**args).device_function()
 
   # -- public API ----------------------------------------------------------
   def latest_checkpoint(self):
     return tf.train.latest_checkpoint(self._model_dir)
+
+  def eval_dir(self, name=None):
+    """Where `evaluate` writes its summaries: model_dir/eval[_name]."""
+    return os.path.join(self._model_dir,
+                        'eval' if not name else 'eval_' + name)
 
   def get_variable_names(self):
     return [name for name, _ in tf.train.list_variables(self._checkpoint())]
@@ -299,6 +379,11 @@ class Estimator(object):
             every_n_iter=cfg.log_step_count_steps))
       chief_hooks = list(spec.training_chief_hooks)
       scaffold = spec.scaffold
+      if cfg.save_summary_steps or cfg.save_summaries_secs:
+        chief_hooks.append(_SummarySaverHook(
+            self._model_dir, scaffold, save_steps=cfg.save_summary_steps,
+            save_secs=cfg.save_summaries_secs, steps=steps,
+            last_step=max_steps))
       if scaffold.saver is None and not tf1.get_collection(
           tf1.GraphKeys.SAVERS):
         # Scaffold.finalize() picks the saver up from this collection.
@@ -315,24 +400,41 @@ class Estimator(object):
       else:
         save_secs, save_steps = (cfg.save_checkpoints_secs,
                                  cfg.save_checkpoints_steps)
-      with tf1.train.MonitoredTrainingSession(
-          master=cfg.master, is_chief=cfg.is_chief,
-          checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=all_hooks,
-          chief_only_hooks=chief_hooks,
-          save_checkpoint_secs=save_secs, save_checkpoint_steps=save_steps,
-          save_summaries_steps=cfg.save_summary_steps,
-          save_summaries_secs=cfg.save_summaries_secs,
-          config=cfg.session_config,
-          log_step_count_steps=cfg.log_step_count_steps) as sess:
+      if cfg.is_chief:
+        session = tf1.train.MonitoredTrainingSession(
+            master=self._session_target(), is_chief=True,
+            checkpoint_dir=self._model_dir, scaffold=scaffold,
+            hooks=all_hooks, chief_only_hooks=chief_hooks,
+            save_checkpoint_secs=save_secs, save_checkpoint_steps=save_steps,
+            save_summaries_steps=None, save_summaries_secs=None,  # see above
+            config=cfg.session_config,
+            log_step_count_steps=cfg.log_step_count_steps)
+      else:  # what MonitoredTrainingSession(is_chief=False) builds, polling faster
+        session = tf1.train.MonitoredSession(
+            _WorkerSessionCreator(scaffold, self._session_target(),
+                                  cfg.session_config), hooks=all_hooks)
+      with session as sess:
         while not sess.should_stop():
           sess.run(spec.train_op)
     return self
 
+  def _session_target(self):
+    """Training's session target: in a cluster, this task's own server
+    (started once per process); else '' or TF-Slim's --master."""
+    cluster = self._config.cluster
+    if cluster.jobs:
+      if not cluster.is_training_task:
+        raise ValueError('a %s task does not train; run it with '
+                         'train_and_evaluate' % cluster.task_type)
+      return cluster.start_server(self._config.session_config).target
+    return cluster.master
+
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
-               name=None):
+               name=None, summary_dir=None):
     """Runs the metrics over `steps` batches (or the whole input); returns a
-    dict of metric values with 'loss' and 'global_step', and writes them as
-    summaries to model_dir/eval[_name]."""
+    dict of metric values with 'loss' and 'global_step', and writes the
+    scalar ones as summaries at the checkpoint's global step to
+    `summary_dir` (default: `eval_dir(name)`, model_dir/eval[_name])."""
     checkpoint = self._checkpoint(checkpoint_path)
     with tf.Graph().as_default():
       spec, global_step = self._build(input_fn, ModeKeys.EVAL)
@@ -347,19 +449,16 @@ class Estimator(object):
       all_hooks = (list(hooks or []) + list(spec.evaluation_hooks) +
                    [_EvalStepHook(steps), final])
       creator = tf1.train.ChiefSessionCreator(
-          scaffold=spec.scaffold, master=self._config.master,
-          config=self._config.session_config,
+          scaffold=spec.scaffold, config=self._local_session_config(),
           checkpoint_filename_with_path=checkpoint)
       with tf1.train.MonitoredSession(creator, hooks=all_hooks) as sess:
         while not sess.should_stop():
           sess.run(update_op)
       results = final.final_ops_values
-    self._write_eval_summaries(results, name)
+    self._write_eval_summaries(results, summary_dir or self.eval_dir(name))
     return results
 
-  def _write_eval_summaries(self, results, name):
-    eval_dir = os.path.join(self._model_dir,
-                            'eval' if not name else 'eval_' + name)
+  def _write_eval_summaries(self, results, eval_dir):
     summary = tf1.Summary()
     for key, value in sorted(results.items()):
       if key != 'global_step' and np.ndim(value) == 0:
@@ -382,8 +481,7 @@ class Estimator(object):
               missing, ', '.join(sorted(predictions))))
         predictions = {k: predictions[k] for k in predict_keys}
       creator = tf1.train.ChiefSessionCreator(
-          scaffold=spec.scaffold, master=self._config.master,
-          config=self._config.session_config,
+          scaffold=spec.scaffold, config=self._local_session_config(),
           checkpoint_filename_with_path=checkpoint)
       with tf1.train.MonitoredSession(
           creator, hooks=list(hooks or []) + list(spec.prediction_hooks)) as sess:
@@ -428,7 +526,7 @@ class Estimator(object):
                               '.temp-' + os.path.basename(final_dir))
       try:
         with tf1.Session(graph=graph,
-                         config=self._config.session_config) as sess:
+                         config=self._local_session_config()) as sess:
           saver = spec.scaffold.saver or tf1.train.Saver(sharded=True)
           saver.restore(sess, checkpoint)
           builder = tf1.saved_model.Builder(temp_dir)
@@ -448,30 +546,46 @@ class Estimator(object):
         shutil.rmtree(temp_dir, ignore_errors=True)
     return final_dir
 
+  def _local_session_config(self):
+    """Evaluation, prediction and export run in-process from a checkpoint,
+    in a cluster too (as tf.estimator did): no cluster device filters."""
+    config = tf1.ConfigProto()
+    config.CopyFrom(self._config.session_config)
+    del config.device_filters[:]
+    return config
+
 
 def train_and_evaluate(estimator, train_spec, eval_spec):
-  """Alternates training and evaluation until train_spec.max_steps.
+  """Trains and evaluates, locally or as one task of a cluster.
 
   Locally, evaluation runs after every checkpoint interval (the RunConfig's
-  save_checkpoints_steps, or eval_spec.throttle_secs of training). A task of
-  type 'ps' serves its cluster; an 'evaluator' evaluates each new checkpoint.
-  Returns the last evaluation's metrics.
+  save_checkpoints_steps, or eval_spec.throttle_secs of training). In a
+  cluster (TF_CONFIG), as in tf.estimator: a 'ps' task serves; the chief and
+  the workers train to train_spec.max_steps; an 'evaluator' evaluates each
+  new checkpoint of the chief (at most one per throttle_secs) until one
+  reaches max_steps. Returns the last evaluation's metrics (None for tasks
+  that do not evaluate).
   """
   config = estimator.config
-  if config.task_type == 'ps':
-    tf1.train.Server(config.cluster_spec, job_name='ps',
-                     task_index=config.task_id).join()
+  cluster = config.cluster
+  if cluster.task_type == 'ps':
+    cluster.serve_forever(config.session_config)
     return None
-  if config.task_type == 'evaluator':
+  if cluster.task_type == 'evaluator':
     result = None
     for checkpoint in tf.train.checkpoints_iterator(
-        estimator.model_dir, timeout=eval_spec.throttle_secs):
+        estimator.model_dir, min_interval_secs=eval_spec.throttle_secs):
       result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
                                   eval_spec.hooks, checkpoint, eval_spec.name)
+      tf1.logging.info('Evaluated %s: %s', checkpoint, result)
       if (train_spec.max_steps is not None and
           result['global_step'] >= train_spec.max_steps):
         break
     return result
+  if cluster.distributed:
+    estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
+                    max_steps=train_spec.max_steps)
+    return None
   result = None
   while True:
     step = global_step_of(estimator.latest_checkpoint())

@@ -242,9 +242,11 @@ def check_flags_agree(spec, path, **flags):
 
 
 def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
-             num_readers=4, num_preprocessing_threads=4):
-  """{'Accuracy', 'Recall_5'} of `model` on a dataset split (a descriptor),
-  read and preprocessed as eval_image_classifier.py does for checkpoints."""
+             num_readers=4, num_preprocessing_threads=4, progress=None):
+  """{'Accuracy', 'Recall_5', 'confusion_matrix', 'images'} of `model` on a
+  dataset split (a descriptor), read and preprocessed as
+  eval_image_classifier.py does for checkpoints; `progress.batch_done()` is
+  called after each batch."""
   spec = model.spec
   if dataset.num_classes - labels_offset != spec.num_classes:
     raise ValueError(
@@ -261,6 +263,7 @@ def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
       num_epochs=1, deterministic=True)
   k = min(exporter.TOP_K, spec.num_classes)
   seen = correct = in_top_k = batches = 0
+  confusion = np.zeros((spec.num_classes, spec.num_classes), np.int64)
   with tf.Graph().as_default():
     images, labels = tf1.data.make_one_shot_iterator(input_fn()).get_next()
     with tf1.Session() as session:
@@ -277,10 +280,13 @@ def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
         best = np.argsort(-logits, axis=1, kind='stable')[:, :k]
         correct += int(np.sum(best[:, 0] == y))
         in_top_k += int(np.sum(np.any(best == y[:, np.newaxis], axis=1)))
+        np.add.at(confusion, (y, best[:, 0]), 1)
         seen += len(y)
         batches += 1
+        if progress is not None:
+          progress.batch_done()
   if not seen:
     raise ValueError('%s/%s gave no images' % (dataset.name,
                                                dataset.split_name))
   return {'Accuracy': correct / seen, 'Recall_5': in_top_k / seen,
-          'images': seen}
+          'confusion_matrix': confusion, 'images': seen}

@@ -31,11 +31,13 @@ The semantics, shared by TF-Slim style training (`deploy`) and by
 """
 import collections
 import contextlib
+import re
 
 import tensorflow as tf
 import tf_slim as slim  # noqa: F401  (TF-Slim users import model_deploy with slim)
 
 import tf_compat  # noqa: F401
+from deployment import cluster
 
 tf1 = tf.compat.v1
 
@@ -114,6 +116,18 @@ class DeploymentConfig(object):
     self.worker_device = ('/job:%s/task:%d' % (worker_job_name, replica_id)
                           if num_ps_tasks > 0 else '')
 
+  def for_task(self, task_cluster):
+    """This deployment as a task of `task_cluster` (a cluster.Cluster) runs
+    it: the same clones, on the task's devices, with variables on the
+    parameter servers. Unchanged outside a cluster."""
+    args = task_cluster.deployment_args()
+    if not args:
+      return self
+    return DeploymentConfig(
+        num_clones=self.num_clones, clone_on_cpu=self.clone_on_cpu,
+        devices=self._devices, variables_device=self._variables_device,
+        ps_job_name=self.ps_job_name, **args)
+
   def clone_device(self, clone_index):
     if not 0 <= clone_index < self.num_clones:
       raise ValueError('clone_index %d outside [0, %d)' % (clone_index,
@@ -136,7 +150,8 @@ class DeploymentConfig(object):
     if self.num_ps_tasks > 0:
       return tf1.train.replica_device_setter(
           ps_tasks=self.num_ps_tasks, ps_device='/job:%s' % self.ps_job_name,
-          worker_device=self.worker_device + '/device:CPU:0')
+          worker_device=self.worker_device + '/device:CPU:0',
+          ps_strategy=cluster.GreedyBySize(self.num_ps_tasks))
     if self.num_clones == 1:
       return self.clone_device(0)
     return '/device:CPU:0'
@@ -403,10 +418,33 @@ def _absolute_name_scope(scope):
     yield
 
 
+def _summary_op_name(tag):
+  return re.sub(r'[^A-Za-z0-9_./-]', '_', tag).lstrip('_./-') or 'summary'
+
+
 def scalar_summary(tag, tensor):
-  """A scalar summary tagged exactly `tag`, whatever name scope is open."""
+  """A scalar summary tagged exactly `tag`, whatever name scope is open.
+
+  `tf.compat.v1.summary.*` tag a summary with its op's name, which TensorFlow
+  makes unique (a histogram of variable 'a/w' becomes 'a/w_1'); the summary
+  ops themselves take any tag, so the tag is the one asked for.
+  """
   with tf1.get_default_graph().name_scope(''):
-    return tf1.summary.scalar(tag, tensor)
+    summary = tf.raw_ops.ScalarSummary(
+        tags=tag, values=tf.cast(tensor, tf.float32),
+        name=_summary_op_name(tag))
+  tf1.add_to_collection(tf1.GraphKeys.SUMMARIES, summary)
+  return summary
+
+
+def histogram_summary(tag, tensor):
+  """A histogram summary tagged exactly `tag` (see `scalar_summary`)."""
+  with tf1.get_default_graph().name_scope(''):
+    summary = tf.raw_ops.HistogramSummary(
+        tag=tag, values=tf.cast(tensor, tf.float32),
+        name=_summary_op_name(tag))
+  tf1.add_to_collection(tf1.GraphKeys.SUMMARIES, summary)
+  return summary
 
 
 def _losses_of(clone):

@@ -248,7 +248,10 @@ def replicate_model_fn(model_fn, devices=None, num_clones=None,
         devices=devices, variables_device=variables_device)
 
   def replicated_model_fn(features, labels, mode, params=None, config=None):
-    return _replicated_call(model_fn, deployment, features, labels, mode,
+    task = deployment
+    if mode == est.ModeKeys.TRAIN and config is not None:
+      task = deployment.for_task(config.cluster)  # a cluster's worker
+    return _replicated_call(model_fn, task, features, labels, mode,
                             params, config)
 
   replicated_model_fn.deployment_config = deployment

@@ -52,8 +52,8 @@ def test_digits_end_to_end_reaches_95_percent(digits_dir, tmp_path):
                 '--train_dir=' + train_dir, '--max_number_of_steps=600',
                 '--log_every_n_steps=100')
   assert trained.returncode == 0, trained.stderr[-3000:]
-  assert re.search(r'step \d+: loss = [\d.]+ \([\d.]+ examples/sec; 50 images/step\)',
-                   trained.stdout)
+  assert re.search(r'^step \d+/600 \(\d+%\): loss = [\d.]+ \([\d.]+ images/sec; '
+                   r'50 images/step\), ETA \w+$', trained.stdout, re.M)
   evaluated = run(EVAL, '--model_name=lenet', '--dataset_name=digits',
                   '--dataset_split_name=validation',
                   '--dataset_dir=' + digits_dir,
@@ -77,8 +77,8 @@ def test_two_clones_take_batch_size_images_each_per_step(digits_dir, tmp_path):
                 '--log_every_n_steps=1')
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert est.global_step_of(tf.train.latest_checkpoint(train_dir)) == 3
-  steps = re.findall(r'^step (\d+): .*; (\d+) images/step\)$', trained.stdout,
-                     re.M)
+  steps = re.findall(r'^step (\d+)/3 .*; (\d+) images/step\), ETA \w+$',
+                     trained.stdout, re.M)
   assert steps == [('1', '16'), ('2', '16'), ('3', '16')], trained.stdout
 
 
@@ -201,7 +201,7 @@ def test_sigkill_leaves_a_loadable_checkpoint_and_the_rerun_resumes(
   assert _values(latest)['LeNet/fc4/weights'].shape == (1024, 10)
   resumed = run(TRAIN, *args, '--max_number_of_steps=%d' % (step + 5))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert 'Restoring parameters from ' + latest in resumed.stderr
+  assert 'Resuming from %s (step %d)' % (latest, step) in resumed.stdout
   assert est.global_step_of(tf.train.latest_checkpoint(train_dir)) == step + 5
 
 

@@ -1,0 +1,296 @@
+"""The cluster a task belongs to, read from TF_CONFIG or TF-Slim's flags.
+
+Distributed training runs on TensorFlow's own runtime (between-graph
+replication, as TF-Slim and tf.estimator did it): every task starts a
+`tf.compat.v1.train.Server`; `ps` tasks only serve; each training task
+(the `chief`, or worker 0 when there is no chief, and the other workers)
+builds its own graph, with variables on the parameter servers and its
+`model_deploy` clones on its local devices, and trains through a
+`MonitoredTrainingSession` on its own server. The chief initialises or
+restores the variables and writes checkpoints and summaries; the other
+workers wait until the variables are ready. An `evaluator` (TF_CONFIG only;
+not part of the cluster) evaluates the chief's checkpoints from the shared
+model directory.
+
+Two ways to describe the same cluster:
+
+    TF_CONFIG='{"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"],
+                            "ps": ["host2:2222"]},
+                "task": {"type": "worker", "index": 0}}'
+
+    --ps_hosts=host2:2222 --worker_hosts=host0:2222,host1:2222 \
+        --job_name=worker --task=1        (worker 0 is the chief)
+"""
+import json
+import os
+import socket
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+TRAINING_JOBS = ('chief', 'worker')
+_KNOWN_JOBS = ('chief', 'worker', 'ps', 'evaluator')
+_servers = {}  # (job, task) -> the Server this process started for it
+
+
+class Cluster(object):
+  """One task's view of its cluster.
+
+  Args:
+    jobs: {'chief': [address], 'worker': [...], 'ps': [...]}; empty: local.
+    task_type: this task's job ('chief', 'worker', 'ps' or 'evaluator').
+    task_id: this task's index in its job.
+    master: TF-Slim's --master: a session target for a graph whose servers
+      are started elsewhere (used only when `jobs` is empty).
+  """
+
+  def __init__(self, jobs=None, task_type=None, task_id=0, master=''):
+    jobs = {k: list(v) for k, v in (jobs or {}).items() if v}
+    for job, addresses in jobs.items():
+      if job not in _KNOWN_JOBS or job == 'evaluator':
+        raise ValueError("cluster job '%s' is not one of chief, worker, ps "
+                         '(the evaluator is a task, not a cluster job)' % job)
+      for address in addresses:
+        _check_address(job, address)
+    if jobs and not any(j in jobs for j in TRAINING_JOBS):
+      raise ValueError('the cluster has no chief or worker task')
+    if (sum(len(jobs.get(j, [])) for j in TRAINING_JOBS) > 1 and
+        not jobs.get('ps')):
+      raise ValueError('a cluster of several training tasks needs a ps task '
+                       '(--ps_hosts, or "ps" in TF_CONFIG): the variables '
+                       'live there')
+    if len(jobs.get('chief', [])) > 1:
+      raise ValueError('the cluster has %d chief tasks; it needs one' %
+                       len(jobs['chief']))
+    task_type = task_type or ('worker' if not jobs else None)
+    if task_type not in _KNOWN_JOBS:
+      raise ValueError("task type '%s' is not one of %s" % (
+          task_type, ', '.join(_KNOWN_JOBS)))
+    task_id = int(task_id)
+    if jobs and task_type != 'evaluator':
+      if task_type not in jobs:
+        raise ValueError("task type '%s' is not in the cluster (jobs: %s)" % (
+            task_type, ', '.join(sorted(jobs))))
+      if not 0 <= task_id < len(jobs[task_type]):
+        raise ValueError('task %s:%d is outside the cluster: %s has %d '
+                         'task(s)' % (task_type, task_id, task_type,
+                                      len(jobs[task_type])))
+    self.jobs = jobs
+    self.task_type = task_type
+    self.task_id = task_id
+    self._master = master or ''
+
+  # -- reading ---------------------------------------------------------------
+  @classmethod
+  def from_tf_config(cls, tf_config=None):
+    """From TF_CONFIG (a JSON string or dict; default: the environment)."""
+    if tf_config is None:
+      tf_config = os.environ.get('TF_CONFIG') or '{}'
+    if isinstance(tf_config, str):
+      try:
+        tf_config = json.loads(tf_config)
+      except ValueError as e:
+        raise ValueError('TF_CONFIG is not valid JSON: %s' % e)
+    if not isinstance(tf_config, dict):
+      raise ValueError('TF_CONFIG must be a JSON object, got %r' % tf_config)
+    task = tf_config.get('task') or {}
+    return cls(tf_config.get('cluster') or {}, task.get('type'),
+               task.get('index', 0))
+
+  @classmethod
+  def from_flags(cls, ps_hosts='', worker_hosts='', job_name='', task=0,
+                 master='', num_ps_tasks=0, worker_replicas=1):
+    """From TF-Slim's flags: explicit hosts (--ps_hosts, --worker_hosts,
+    --job_name, --task), or else TF_CONFIG, or else --master with
+    --num_ps_tasks/--worker_replicas for servers started elsewhere (TF-Slim's
+    own way). The counts, when also given, must agree with the hosts."""
+    ps = _split_hosts(ps_hosts)
+    workers = _split_hosts(worker_hosts)
+    if ps or workers or job_name:
+      if not workers:
+        raise ValueError('--worker_hosts is required with --ps_hosts or '
+                         '--job_name')
+      if not job_name:
+        raise ValueError('--job_name (ps or worker) is required with '
+                         '--worker_hosts')
+      if job_name not in ('ps', 'worker'):
+        raise ValueError("--job_name '%s' is not ps or worker" % job_name)
+      if num_ps_tasks and num_ps_tasks != len(ps):
+        raise ValueError('--num_ps_tasks=%d but --ps_hosts lists %d '
+                         'address(es)' % (num_ps_tasks, len(ps)))
+      if worker_replicas > 1 and worker_replicas != len(workers):
+        raise ValueError('--worker_replicas=%d but --worker_hosts lists %d '
+                         'address(es)' % (worker_replicas, len(workers)))
+      return cls({'worker': workers, 'ps': ps}, job_name, task)
+    if os.environ.get('TF_CONFIG'):
+      return cls.from_tf_config()
+    if num_ps_tasks > 0 or worker_replicas > 1:
+      if not master:
+        raise ValueError(
+            '--num_ps_tasks/--worker_replicas need the cluster: give '
+            '--ps_hosts and --worker_hosts (or TF_CONFIG), or --master for '
+            'servers started elsewhere')
+      if num_ps_tasks < 1:
+        raise ValueError('--worker_replicas=%d needs --num_ps_tasks >= 1' %
+                         worker_replicas)
+      if not 0 <= task < worker_replicas:
+        raise ValueError('--task=%d is outside --worker_replicas=%d' % (
+            task, worker_replicas))
+      external = cls(master=master, task_id=task)
+      external._counts = (num_ps_tasks, worker_replicas)
+      return external
+    return cls(master=master)
+
+  # -- what it says ----------------------------------------------------------
+  _counts = None  # (ps, workers) of a --master cluster started elsewhere
+
+  @property
+  def distributed(self):
+    return bool(self.jobs) or self._counts is not None
+
+  @property
+  def is_training_task(self):
+    return self.task_type in TRAINING_JOBS
+
+  @property
+  def is_chief(self):
+    if self.task_type == 'chief':
+      return True
+    return (self.task_type == 'worker' and self.task_id == 0 and
+            'chief' not in self.jobs)
+
+  @property
+  def num_ps(self):
+    return self._counts[0] if self._counts else len(self.jobs.get('ps', []))
+
+  @property
+  def num_workers(self):
+    """Training tasks: the chief and the workers."""
+    if self._counts:
+      return self._counts[1]
+    return sum(len(self.jobs.get(j, [])) for j in TRAINING_JOBS) or 1
+
+  @property
+  def spec(self):
+    return tf1.train.ClusterSpec(self.jobs)
+
+  @property
+  def master(self):
+    """The session target of this task ('' for local)."""
+    if self.jobs and self.task_type in self.jobs:
+      return 'grpc://' + self.jobs[self.task_type][self.task_id]
+    return self._master
+
+  def deployment_args(self):
+    """model_deploy.DeploymentConfig's cluster arguments for this task."""
+    if not self.distributed or not self.is_training_task:
+      return {}
+    return dict(replica_id=self.task_id, num_replicas=self.num_workers,
+                num_ps_tasks=self.num_ps, worker_job_name=self.task_type)
+
+  def session_config(self, base=None):
+    """`base` (a ConfigProto) with device filters: a task talks only to the
+    parameter servers and itself, so a worker that is down or not yet up
+    does not hold the others (tf.estimator did the same)."""
+    config = tf1.ConfigProto()
+    if base is not None:
+      config.CopyFrom(base)
+    if self.jobs and self.is_training_task and not config.device_filters:
+      config.device_filters.extend([
+          '/job:ps', '/job:%s/task:%d' % (self.task_type, self.task_id)])
+    return config
+
+  def __repr__(self):
+    return 'Cluster(%r, task=%s:%d)' % (self.jobs, self.task_type,
+                                         self.task_id)
+
+  # -- serving ---------------------------------------------------------------
+  def start_server(self, config=None):
+    """Starts (once per process) this task's server; returns it. A port
+    that is taken fails with one line naming the task and the address."""
+    key = (self.task_type, self.task_id)
+    if key in _servers:
+      return _servers[key]
+    address = self.jobs[self.task_type][self.task_id]
+    port = int(address.rpartition(':')[2])
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+      # gRPC binds every interface; TF's own failure says only "Could not
+      # start gRPC server", so the port is tried first to name it.
+      probe.bind(('', port))
+    except OSError as e:
+      raise ValueError('cannot start %s:%d at %s: port %d is in use (%s)' % (
+          self.task_type, self.task_id, address, port, e.strerror))
+    finally:
+      probe.close()
+    try:
+      server = tf1.train.Server(self.spec, job_name=self.task_type,
+                                task_index=self.task_id,
+                                config=self.session_config(config), start=True)
+    except tf.errors.OpError as e:
+      raise ValueError('cannot start %s:%d at %s: %s' % (
+          self.task_type, self.task_id, address, e.message))
+    _servers[key] = server
+    return server
+
+  def serve_forever(self, config=None):
+    """A ps task: serve until the process is stopped."""
+    tf1.logging.info('Serving %s:%d at %s', self.task_type, self.task_id,
+                     self.jobs[self.task_type][self.task_id])
+    self.start_server(config).join()
+
+
+def _split_hosts(text):
+  return [h.strip() for h in (text or '').split(',') if h.strip()]
+
+
+def _check_address(job, address):
+  host, _, port = str(address).rpartition(':')
+  if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise ValueError("cluster address '%s' of job %s is not host:port" % (
+        address, job))
+
+
+class GreedyBySize(object):
+  """Parameter-server placement: each variable to the ps task holding the
+  fewest bytes so far (largest first is not possible: variables arrive in
+  creation order). A strategy for `replica_device_setter`."""
+
+  def __init__(self, num_tasks):
+    self.loads = [0] * num_tasks
+
+  def __call__(self, op):
+    if op.type not in ('VarHandleOp', 'VariableV2', 'Variable'):
+      task = 0  # tables and the like: small
+    else:
+      shape = tf.TensorShape(op.get_attr('shape'))
+      dtype = tf.as_dtype(op.get_attr('dtype'))
+      size = (shape.num_elements() or 1) * dtype.size
+      task = min(range(len(self.loads)), key=lambda t: self.loads[t])
+      self.loads[task] += size
+    return task
+
+
+def sync_replicas_hooks(optimizer, is_chief, num_tokens_at_end):
+  """The hooks a SyncReplicasOptimizer needs: its own, and for the chief one
+  that puts `num_tokens_at_end` tokens (one per worker) in the token queue
+  when it stops. A worker waits for a token after every step; without these
+  the workers still running when the chief reaches the last step wait
+  forever (TensorFlow's hook leaves them so)."""
+  hooks = [optimizer.make_session_run_hook(is_chief)]
+  if is_chief:
+    hooks.append(_ReleaseWorkersHook(optimizer, num_tokens_at_end))
+  return hooks
+
+
+class _ReleaseWorkersHook(tf1.train.SessionRunHook):
+
+  def __init__(self, optimizer, num_tokens):
+    self._optimizer, self._num_tokens = optimizer, num_tokens
+
+  def begin(self):
+    self._release = self._optimizer.get_init_tokens_op(self._num_tokens)
+
+  def end(self, session):
+    session.run(self._release)

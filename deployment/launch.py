@@ -1,0 +1,184 @@
+"""Runs a cluster on this machine: ps, workers and an evaluator as processes.
+
+    python -m deployment.launch --ps=1 --workers=2 \\
+        --evaluator="eval_image_classifier.py --dataset_name=digits ..." \\
+        -- train_image_classifier.py --dataset_name=digits ...
+
+Each task gets free ports on 127.0.0.1 and its TF_CONFIG (worker 0 is the
+chief, TF-Slim's convention), runs the command after `--` (the evaluator its
+own command) with this Python, and its output lines are prefixed with its
+name (`[worker:1] ...`). The launcher ends when the chief ends: the other
+workers get `--grace_secs` to finish their last step, the evaluator the same
+to evaluate the last checkpoint, then everything still running is stopped.
+Ctrl-C stops every task. The exit status is the chief's (or the evaluator's
+when the chief succeeded and it failed).
+"""
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def free_ports(count, host='127.0.0.1'):
+  """`count` distinct ports that are free now on `host`."""
+  sockets = []
+  try:
+    for _ in range(count):
+      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+      s.bind((host, 0))
+      sockets.append(s)
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+def cluster_of(num_ps, num_workers, host='127.0.0.1'):
+  """{'worker': [...], 'ps': [...]} on free ports of `host`."""
+  ports = free_ports(num_ps + num_workers, host)
+  jobs = {'worker': ['%s:%d' % (host, p) for p in ports[:num_workers]]}
+  if num_ps:
+    jobs['ps'] = ['%s:%d' % (host, p) for p in ports[num_workers:]]
+  return jobs
+
+
+def tf_config(jobs, task_type, index=0):
+  return json.dumps({'cluster': jobs,
+                     'task': {'type': task_type, 'index': index}})
+
+
+class Task(object):
+  """One task's process, its output relayed line by line with a prefix."""
+
+  def __init__(self, name, argv, config, out=None, cwd=None, env=None):
+    self.name = name
+    environ = dict(os.environ if env is None else env, TF_CONFIG=config,
+                   PYTHONUNBUFFERED='1')
+    self.process = subprocess.Popen(
+        [sys.executable] + list(argv), env=environ, cwd=cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors='replace')
+    self.lines = []
+    self._out = out if out is not None else sys.stdout
+    self._relay = threading.Thread(target=self._forward, daemon=True)
+    self._relay.start()
+
+  def _forward(self):
+    for line in self.process.stdout:
+      self.lines.append(line)
+      self._out.write('[%s] %s' % (self.name, line))
+      self._out.flush()
+
+  def output(self):
+    return ''.join(self.lines)
+
+  def poll(self):
+    return self.process.poll()
+
+  def wait(self, timeout=None):
+    try:
+      code = self.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+      return None
+    self._relay.join(5)
+    return code
+
+  def stop(self, grace=5.0):
+    """SIGTERM, then SIGKILL after `grace` seconds; returns the exit code."""
+    if self.process.poll() is None:
+      self.process.terminate()
+      if self.wait(grace) is None:
+        self.process.kill()
+    return self.wait()
+
+  def kill(self):
+    """SIGKILL at once (a crash, for fault tests)."""
+    if self.process.poll() is None:
+      self.process.kill()
+    return self.wait()
+
+
+def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
+        grace_secs=60.0, out=None):
+  """Starts the cluster, waits for the chief, stops the rest; returns the
+  exit status (see the module docstring)."""
+  jobs = cluster_of(num_ps, num_workers, host)
+  tasks = [Task('ps:%d' % i, command, tf_config(jobs, 'ps', i), out)
+           for i in range(num_ps)]
+  workers = [Task('worker:%d' % i, command, tf_config(jobs, 'worker', i), out)
+             for i in range(num_workers)]
+  tasks += workers
+  judge = None
+  if evaluator:
+    judge = Task('evaluator', evaluator, tf_config(jobs, 'evaluator'), out)
+    tasks.append(judge)
+  chief = workers[0]
+
+  def stop_all(*_):
+    for task in tasks:
+      task.stop()
+    raise SystemExit(130)
+
+  previous = signal.signal(signal.SIGTERM, stop_all)
+  try:
+    status = chief.wait()
+    deadline = time.time() + grace_secs
+    for task in workers[1:] + ([judge] if judge else []):
+      if task.wait(max(deadline - time.time(), 0.1)) is None:
+        task.stop()
+    for task in tasks:
+      task.stop()
+    if status == 0 and judge is not None and judge.poll():
+      status = judge.poll()
+    return status
+  except KeyboardInterrupt:
+    stop_all()
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+    for task in tasks:
+      task.stop()
+
+
+def main(argv=None):
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if '--' not in argv:
+    print('launch: error: give the training command after --, e.g. -- '
+          'train_image_classifier.py --dataset_name=digits ...',
+          file=sys.stderr)
+    return 2
+  split = argv.index('--')
+  parser = argparse.ArgumentParser(
+      prog='python -m deployment.launch',
+      description='Runs ps, workers and an evaluator on this machine.')
+  parser.add_argument('--ps', type=int, default=1, help='parameter servers')
+  parser.add_argument('--workers', type=int, default=2,
+                      help='workers (worker 0 is the chief)')
+  parser.add_argument('--evaluator', default=None,
+                      help='the evaluator\'s command (a script and flags)')
+  parser.add_argument('--host', default='127.0.0.1')
+  parser.add_argument('--grace_secs', type=float, default=60.0,
+                      help='time the others get to finish after the chief')
+  flags = parser.parse_args(argv[:split])
+  command = argv[split + 1:]
+  if flags.workers < 1:
+    parser.error('--workers must be at least 1, got %d' % flags.workers)
+  if flags.ps < 0:
+    parser.error('--ps must be at least 0, got %d' % flags.ps)
+  if flags.workers > 1 and flags.ps < 1:
+    parser.error('--workers=%d needs --ps >= 1: the variables live on the '
+                 'parameter servers' % flags.workers)
+  if not command:
+    parser.error('the training command after -- is empty')
+  evaluator = shlex.split(flags.evaluator) if flags.evaluator else None
+  return run(flags.ps, flags.workers, command, evaluator, flags.host,
+             flags.grace_secs)
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,163 @@
+"""Progress on the terminal: how far along a run is and how long is left.
+
+Training logs every `--log_every_n_steps` steps (TF-Slim's cadence):
+
+    step 300/800 (37%): loss = 0.1075 (1171.5 images/sec; 50 images/step), ETA 26s
+
+with the fraction and the ETA when the last step is known, and writes the
+same images/sec to TensorBoard as `images_per_sec`. Evaluation logs its first
+batch, then at most one line every `every_secs` seconds, and its last batch:
+
+    eval: batch 2/4 (50%), ETA 1s
+"""
+import time
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+def print_now(line):
+  """print, flushed: a progress line is no use once the run is over."""
+  print(line, flush=True)
+
+
+def format_duration(seconds):
+  """45s, 3m05s, 2h07m, 3d04h: two units at most, rounded down."""
+  seconds = max(int(seconds), 0)
+  minutes, secs = divmod(seconds, 60)
+  hours, minutes = divmod(minutes, 60)
+  days, hours = divmod(hours, 24)
+  if days:
+    return '%dd%02dh' % (days, hours)
+  if hours:
+    return '%dh%02dm' % (hours, minutes)
+  if minutes:
+    return '%dm%02ds' % (minutes, secs)
+  return '%ds' % secs
+
+
+def fraction(done, total):
+  """'3/8 (37%)': the percentage rounded down, so 100% means done."""
+  return '%d/%d (%d%%)' % (done, total, 100 * done // max(total, 1))
+
+
+class TrainingProgressHook(tf1.train.SessionRunHook):
+  """Logs step, loss, images/sec (and, with `max_steps`, the fraction done
+  and an ETA) every `every_n_steps` steps; writes `images_per_sec` to
+  `summary_dir`'s event file (None: no summary, e.g. on a non-chief worker).
+
+  `loss` and `images` are tensors fetched with every step: `images` is the
+  number of images the step took, all clones together. The ETA is the steps
+  left times the mean time of the steps after the first one (which includes
+  the start-up; a line at the first step can only use it).
+  """
+
+  def __init__(self, loss, images, every_n_steps, max_steps=None,
+               summary_dir=None, log=print_now, clock=time.time):
+    self._loss, self._images_tensor = loss, images
+    self._every = max(int(every_n_steps or 1), 1)
+    self._max_steps, self._summary_dir = max_steps, summary_dir
+    self._log, self._clock = log, clock
+    self._count = self._images = 0
+    self._since = self._first_done = None
+    self._writer = None
+
+  def begin(self):
+    self._step_tensor = tf1.train.get_global_step()
+    if self._summary_dir:
+      self._writer = tf1.summary.FileWriterCache.get(self._summary_dir)
+
+  def before_run(self, run_context):
+    if self._since is None:
+      self._since = self._clock()
+    return tf1.train.SessionRunArgs([self._loss, self._images_tensor])
+
+  def after_run(self, run_context, run_values):
+    loss, images = run_values.results
+    now = self._clock()
+    self._count += 1
+    self._images += int(images)
+    first = self._first_done is None
+    if self._count % self._every and not first:
+      return
+    # Read after the step, not fetched with it (a fetched global step may be
+    # read before or after the step's own increment); in a cluster it also
+    # counts the other workers' steps.
+    step = int(run_context.session.run(self._step_tensor))
+    if first:
+      self._first_done = (step, now)
+      if self._count % self._every:
+        return
+    rate = self._images / max(now - self._since, 1e-9)
+    self._log(self.line(step, loss, rate, int(images), now,
+                        (now - self._since) / self._count))
+    if self._writer is not None:
+      self._writer.add_summary(tf1.Summary(value=[tf1.Summary.Value(
+          tag='images_per_sec', simple_value=rate)]), step)
+    self._count, self._images, self._since = 0, 0, now
+
+  def line(self, step, loss, rate, images, now, recent_per_step):
+    text = 'step %s: loss = %.4f (%.1f images/sec; %d images/step)' % (
+        fraction(step, self._max_steps) if self._max_steps else step, loss,
+        rate, images)
+    if not self._max_steps:
+      return text
+    first_step, first_time = self._first_done
+    per_step = recent_per_step  # only the first step so far: the start-up's
+    if step > first_step:
+      per_step = (now - first_time) / (step - first_step)
+    return text + ', ETA ' + format_duration(
+        per_step * max(self._max_steps - step, 0))
+
+  def end(self, session):
+    if self._writer is not None:
+      self._writer.flush()
+
+
+class EvaluationProgress(object):
+  """Logs `eval: batch N/total (p%), ETA t` for the first batch, then at most
+  every `every_secs` seconds, and for the last batch: call `batch_done()`
+  after each batch."""
+
+  def __init__(self, total_batches, every_secs=10.0, log=print_now,
+               clock=time.time):
+    self._total, self._every = int(total_batches), float(every_secs)
+    self._log, self._clock = log, clock
+    self.restart()
+
+  def restart(self):
+    self._done, self._start, self._last_line = 0, self._clock(), None
+
+  def batch_done(self):
+    self._done += 1
+    now = self._clock()
+    if not (self._last_line is None or self._done >= self._total or
+            now - self._last_line >= self._every):
+      return
+    self._last_line = now
+    left = max(self._total - self._done, 0)
+    eta = (now - self._start) / self._done * left
+    self._log('eval: batch %s, ETA %s' % (fraction(self._done, self._total),
+                                          format_duration(eta)))
+
+
+class EvaluationProgressHook(tf1.train.SessionRunHook):
+  """EvaluationProgress as a hook of an evaluation's session, timed from its
+  first batch."""
+
+  def __init__(self, total_batches, every_secs=10.0, log=print_now,
+               clock=time.time):
+    self._progress = EvaluationProgress(total_batches, every_secs, log, clock)
+    self._started = False
+
+  def begin(self):
+    self._started = False
+
+  def before_run(self, run_context):
+    if not self._started:
+      self._progress.restart()
+      self._started = True
+
+  def after_run(self, run_context, run_values):
+    self._progress.batch_done()

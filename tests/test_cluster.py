@@ -1,0 +1,310 @@
+"""Distributed training on TensorFlow's runtime, on 127.0.0.1: the cluster
+description, placement on parameter servers, async and sync training, an
+evaluator, killed and restarted tasks, bad cluster input.
+
+Every process is started through deployment.launch.Task and stopped by the
+test; every wait is bounded in seconds."""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from deployment import cluster
+from deployment import launch
+from deployment import model_deploy
+
+tf1 = tf.compat.v1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAM = os.path.join(ROOT, 'tests', 'cluster_program.py')
+TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
+
+
+# -- the cluster description --------------------------------------------------
+def test_tf_config_with_a_chief():
+  jobs = {'chief': ['h0:1'], 'worker': ['h1:1', 'h2:1'], 'ps': ['h3:1']}
+  for task, index, chief, master in (('chief', 0, True, 'grpc://h0:1'),
+                                     ('worker', 0, False, 'grpc://h1:1'),
+                                     ('worker', 1, False, 'grpc://h2:1')):
+    c = cluster.Cluster.from_tf_config(
+        {'cluster': jobs, 'task': {'type': task, 'index': index}})
+    assert (c.is_chief, c.master, c.num_workers, c.num_ps) == (
+        chief, master, 3, 1)
+    assert list(c.session_config().device_filters) == [
+        '/job:ps', '/job:%s/task:%d' % (task, index)]
+    assert c.deployment_args() == dict(replica_id=index, num_replicas=3,
+                                       num_ps_tasks=1, worker_job_name=task)
+  evaluator = cluster.Cluster.from_tf_config(
+      {'cluster': jobs, 'task': {'type': 'evaluator', 'index': 0}})
+  assert not evaluator.is_chief and evaluator.deployment_args() == {}
+
+
+def test_tf_slim_host_flags_make_worker_0_the_chief():
+  c = cluster.Cluster.from_flags('p:1', 'w0:1,w1:1', 'worker', 1)
+  assert c.jobs == {'worker': ['w0:1', 'w1:1'], 'ps': ['p:1']}
+  assert not c.is_chief and c.master == 'grpc://w1:1'
+  assert cluster.Cluster.from_flags('p:1', 'w0:1,w1:1', 'worker', 0).is_chief
+  ps = cluster.Cluster.from_flags('p:1', 'w0:1,w1:1', 'ps', 0)
+  assert ps.task_type == 'ps' and ps.deployment_args() == {}
+
+
+def test_no_cluster_is_local(monkeypatch):
+  monkeypatch.delenv('TF_CONFIG', raising=False)
+  c = cluster.Cluster.from_flags()
+  assert not c.distributed and c.is_chief and c.master == ''
+  assert c.deployment_args() == {}
+
+
+@pytest.mark.parametrize('args, message', [
+    (dict(ps_hosts='p:1', worker_hosts='w:1', job_name='worker', task=3),
+     'task worker:3 is outside the cluster: worker has 1 task'),
+    (dict(worker_hosts='w0:1,w1:1', job_name='worker', task=0),
+     'needs a ps task'),
+    (dict(ps_hosts='p:1', worker_hosts='w:1', job_name='ps', task=0,
+          num_ps_tasks=2), '--num_ps_tasks=2 but --ps_hosts lists 1'),
+    (dict(ps_hosts='p', worker_hosts='w:1', job_name='worker'),
+     "cluster address 'p' of job ps is not host:port"),
+    (dict(ps_hosts='p:1', worker_hosts='w:1', job_name='chief'),
+     "--job_name 'chief' is not ps or worker"),
+    (dict(num_ps_tasks=1, worker_replicas=2),
+     'need the cluster: give --ps_hosts and --worker_hosts'),
+])
+def test_bad_cluster_flags_name_the_fault(args, message, monkeypatch):
+  monkeypatch.delenv('TF_CONFIG', raising=False)
+  with pytest.raises(ValueError, match=re.escape(message)):
+    cluster.Cluster.from_flags(**args)
+
+
+def test_bad_tf_config_names_the_fault():
+  with pytest.raises(ValueError, match='TF_CONFIG is not valid JSON'):
+    cluster.Cluster.from_tf_config('{cluster')
+  with pytest.raises(ValueError, match="task type 'ps' is not in the cluster"):
+    cluster.Cluster.from_tf_config({'cluster': {'worker': ['w:1']},
+                                    'task': {'type': 'ps', 'index': 0}})
+
+
+def test_a_port_in_use_names_the_task_and_the_port():
+  taken = socket.socket()
+  taken.bind(('', 0))
+  taken.listen()
+  port = taken.getsockname()[1]
+  try:
+    c = cluster.Cluster({'worker': ['127.0.0.1:%d' % port]}, 'worker', 0)
+    with pytest.raises(ValueError, match='cannot start worker:0 at '
+                       '127.0.0.1:%d: port %d is in use' % (port, port)):
+      c.start_server()
+  finally:
+    taken.close()
+
+
+def test_script_prints_one_line_for_a_task_outside_the_cluster(tmp_path):
+  result = subprocess.run(
+      [sys.executable, TRAIN, '--ps_hosts=127.0.0.1:1',
+       '--worker_hosts=127.0.0.1:2', '--job_name=worker', '--task=2',
+       '--dataset_dir=%s' % tmp_path, '--train_dir=%s' % (tmp_path / 't')],
+      capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert result.returncode == 1
+  errors = [l for l in result.stderr.splitlines()
+            if l.startswith('train_image_classifier: error:')]
+  assert errors == ['train_image_classifier: error: task worker:2 is outside '
+                    'the cluster: worker has 1 task(s)']
+  assert not (tmp_path / 't').exists()
+
+
+# -- placement ------------------------------------------------------------------
+def test_variables_on_the_ps_greedy_by_size_and_compute_on_the_worker():
+  task = cluster.Cluster({'worker': ['w:1', 'w:2'], 'ps': ['p:1', 'p:2']},
+                         'worker', 1)
+  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True
+                                         ).for_task(task)
+  with tf.Graph().as_default():
+    with tf1.device(config.device_function(0)):
+      big = tf1.get_variable('big', [1000])
+      small1 = tf1.get_variable('small1', [10])
+      small2 = tf1.get_variable('small2', [10])
+      medium = tf1.get_variable('medium', [500])
+      total = tf.reduce_sum(big) + tf.reduce_sum(medium)
+    with tf1.device(config.device_function()):
+      tf1.train.AdamOptimizer().minimize(total, var_list=[big, medium])
+    ps = lambda v: tf.DeviceSpec.from_string(v.device).task
+    # sizes 1000, 10, 10, 500: the small ones and the medium one go to the
+    # lighter task.
+    assert [ps(v) for v in (big, small1, small2, medium)] == [0, 1, 1, 1]
+    assert all(v.device.startswith('/job:ps/') for v in tf1.global_variables())
+    for slot in ('big/Adam', 'big/Adam_1'):
+      assert ps(tf1.get_default_graph().get_operation_by_name(slot)) == 0
+    assert total.op.device == '/job:worker/task:1/device:CPU:0'
+
+
+# -- running clusters ----------------------------------------------------------
+def _wait_for(predicate, seconds, what):
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    if predicate():
+      return
+    time.sleep(0.5)
+  raise AssertionError('timed out after %ds waiting for %s' % (seconds, what))
+
+
+def _start(argv, jobs, kind, index=0):
+  return launch.Task('%s:%d' % (kind, index), argv,
+                     launch.tf_config(jobs, kind, index), out=open(os.devnull, 'w'),
+                     cwd=ROOT)
+
+
+def _checkpoint_values(model_dir, *names):
+  path = tf.train.latest_checkpoint(str(model_dir))
+  return [tf.train.load_variable(path, n) for n in names]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('sync', [0, 2])
+def test_each_global_step_applies_the_average_of_the_aggregated_gradients(
+    tmp_path, sync):
+  jobs = launch.cluster_of(1, 2)
+  argv = [PROGRAM, str(tmp_path), '40', str(sync)]
+  tasks = [_start(argv, jobs, 'ps')] + [_start(argv, jobs, 'worker', i)
+                                        for i in range(2)]
+  try:
+    assert tasks[1].wait(180) == 0, tasks[1].output()[-3000:]
+    assert tasks[2].wait(60) == 0, tasks[2].output()[-3000:]
+  finally:
+    for t in tasks:
+      t.stop()
+  step, w, contributions = _checkpoint_values(
+      tmp_path, 'global_step', 'w', 'contributions')
+  assert step >= 40
+  assert w == -step  # one update per global step, of the average gradient (1)
+  if sync:  # each update took `sync` workers' steps
+    assert sync * step <= contributions <= sync * step + 2 * 2
+  else:
+    assert step <= contributions <= step + 2
+
+
+@pytest.mark.slow
+def test_an_evaluator_task_evaluates_the_chiefs_checkpoints(tmp_path):
+  jobs = launch.cluster_of(1, 1)
+  argv = [PROGRAM, str(tmp_path), '400', '0']
+  judge = launch.Task('evaluator', argv, launch.tf_config(jobs, 'evaluator'),
+                      out=open(os.devnull, 'w'), cwd=ROOT)
+  tasks = [_start(argv, jobs, 'ps'), _start(argv, jobs, 'worker'), judge]
+  try:
+    assert tasks[1].wait(180) == 0, tasks[1].output()[-3000:]
+    assert judge.wait(60) == 0, judge.output()[-3000:]
+  finally:
+    for t in tasks:
+      t.stop()
+  evaluated = [int(s) for s in re.findall(r'Evaluated .*model\.ckpt-(\d+)',
+                                         judge.output())]
+  assert len(evaluated) >= 2 and evaluated == sorted(evaluated)
+  assert evaluated[-1] >= 400
+  final = re.search(r'evaluated: global_step=(\d+) w=(\S+)', judge.output())
+  assert float(final.group(2)) == -int(final.group(1))
+
+
+
+
+@pytest.fixture(scope='module')
+def digits(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('digits')
+  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
+                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
+                 check=True, capture_output=True, timeout=300, cwd=ROOT)
+  return directory
+
+
+def _train_argv(digits, train_dir, steps, *extra):
+  return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=lenet', '--train_dir=%s' % train_dir,
+          '--max_number_of_steps=%d' % steps, '--batch_size=50',
+          '--optimizer=sgd', '--learning_rate=0.01',
+          '--learning_rate_decay_type=fixed', '--weight_decay=0',
+          '--log_every_n_steps=25', '--save_interval_secs=2'] + list(extra)
+
+
+def _losses(output):
+  return [float(x) for x in re.findall(r'loss = ([0-9.]+)', output)]
+
+
+@pytest.mark.slow
+def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
+    digits, tmp_path, monkeypatch):
+  # The scripts keep TensorFlow's INFO lines ("Saving checkpoints ...") off
+  # the terminal unless TF_CPP_MIN_LOG_LEVEL asks for them.
+  monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '1')
+  train_dir = tmp_path / 'run'
+  status = launch.run(1, 2, _train_argv(digits, train_dir, 300),
+                      grace_secs=60, out=open(tmp_path / 'log', 'w'))
+  log = (tmp_path / 'log').read_text()
+  assert status == 0, log[-3000:]
+  (step,) = _checkpoint_values(train_dir, 'global_step')
+  assert step >= 300
+  for name in ('worker:0', 'worker:1'):
+    own = '\n'.join(l for l in log.splitlines() if l.startswith('[%s]' % name))
+    losses = _losses(own)
+    assert len(losses) >= 2 and losses[-1] < losses[0], (name, losses)
+    saves = 'Saving checkpoints' in own
+    assert saves == (name == 'worker:0')
+
+
+@pytest.mark.slow
+def test_sync_replicas_with_moving_averages_reach_the_last_step(digits,
+                                                                tmp_path):
+  train_dir = tmp_path / 'run'
+  status = launch.run(
+      1, 2, _train_argv(digits, train_dir, 60, '--sync_replicas',
+                        '--replicas_to_aggregate=2',
+                        '--moving_average_decay=0.99'),
+      grace_secs=30, out=open(tmp_path / 'log', 'w'))
+  log = (tmp_path / 'log').read_text()
+  assert status == 0, log[-3000:]
+  names = dict(tf.train.list_variables(str(train_dir)))
+  assert tf.train.load_variable(str(train_dir), 'global_step') == 60
+  assert 'LeNet/conv1/weights/ExponentialMovingAverage' in names
+  # both workers stopped on their own (the chief released the waiting one)
+  assert log.count('Trained to step') == 2, log[-3000:]
+
+
+@pytest.mark.slow
+def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
+                                                              tmp_path):
+  train_dir = tmp_path / 'run'
+  jobs = launch.cluster_of(1, 2)
+  argv = _train_argv(digits, train_dir, 1200)
+  ps, chief, worker = (_start(argv, jobs, 'ps'), _start(argv, jobs, 'worker'),
+                       _start(argv, jobs, 'worker', 1))
+  tasks = [ps, chief, worker]
+  steps = lambda task: len(_losses(task.output()))
+  try:
+    _wait_for(lambda: steps(worker) >= 2, 180, 'worker 1 to train')
+    worker.kill()
+    before = steps(chief)
+    _wait_for(lambda: steps(chief) >= before + 3, 120,
+              'the chief to go on without worker 1')
+    worker = _start(argv, jobs, 'worker', 1)
+    tasks.append(worker)
+    _wait_for(lambda: steps(worker) >= 2, 180, 'worker 1 to rejoin')
+    _wait_for(lambda: tf.train.latest_checkpoint(str(train_dir)), 60,
+              'a checkpoint')
+    chief.kill()
+    last = tf.train.latest_checkpoint(str(train_dir))
+    saved = tf.train.load_variable(last, 'global_step')
+    for name, _ in tf.train.list_variables(last):  # readable after SIGKILL
+      tf.train.load_variable(last, name)
+    chief = _start(argv, jobs, 'worker', 0)
+    tasks.append(chief)
+    _wait_for(lambda: steps(chief) >= 2, 180, 'the restarted chief to train')
+    restored = re.findall(r'Resuming from (\S+)', chief.output())
+    assert restored and restored[0].endswith('model.ckpt-%d' % saved), (
+        restored, saved)
+    assert chief.wait(300) == 0, chief.output()[-3000:]
+    assert worker.wait(60) == 0, worker.output()[-3000:]
+    assert tf.train.load_variable(str(train_dir), 'global_step') >= 1200
+  finally:
+    for t in tasks:
+      t.stop()
