@@ -1,5 +1,6 @@
 """From a checkpoint to deployment: frozen graphs, SavedModels, TFLite, and
 the scripts that make and use them, checked against the checkpoint itself."""
+import csv
 import io
 import json
 import os
@@ -322,13 +323,24 @@ def test_int8_tflite_accuracy_is_within_two_points_of_the_float_checkpoint(
     evaluated = run('eval_image_classifier.py', '--dataset_name=digits',
                     '--dataset_dir=' + digits_dir, '--model_name=lenet',
                     '--dataset_split_name=validation', flag,
-                    '--eval_dir=' + str(tmp_path / 'eval'))
+                    '--eval_dir=' + str(tmp_path / flag[2:8]))
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     lines = re.findall(r'^(\w+) = ([\d.]+)$', evaluated.stdout, re.M)
     assert [name for name, _ in lines] == ['Accuracy', 'Recall_5']
     assert re.search(r'^Evaluated .* \(step 300\) on digits/validation$',
                      evaluated.stdout, re.M), evaluated.stdout
+    assert re.search(r'^eval: batch 4/4 \(100%\), ETA 0s$', evaluated.stdout,
+                     re.M), evaluated.stdout
+    # The same per-class report as a checkpoint's: table and CSV files.
+    table = re.findall(r'^(\d+) \w+ +(\d+) +[\d.]+ +(?:[ .\d]+)$',
+                       evaluated.stdout, re.M)
+    assert [int(label) for label, _ in table] == list(range(10))
+    with open(str(tmp_path / flag[2:8] / 'confusion_matrix-300.csv')) as f:
+      matrix = np.array([[int(c) for c in row[2:]]
+                         for row in list(csv.reader(f))[1:]])
+    assert matrix.sum() == sum(int(n) for _, n in table) == 360
     results[flag.split('=')[0]] = float(lines[0][1])
+    assert round(np.trace(matrix) / 360, 4) == results[flag.split('=')[0]]
   assert results['--checkpoint_path'] >= 0.95
   assert abs(results['--tflite_model'] - results['--checkpoint_path']) <= 0.02
 
