@@ -455,8 +455,10 @@ NOT_CONVERTIBLE = {}
 def randomize_variables(graph):
   """Variance-preserving random weights and batch-norm statistics, so each
   network's logits are O(1) and differ between classes (fresh initialisers
-  give some networks zero logits and others 1e12)."""
+  give some networks zero logits and others 1e12). One feed, one run
+  (Variable.load adds an op and a run per variable: minutes for the zoo)."""
   rng = np.random.RandomState(0)
+  feeds, assigns = {}, []
   with graph.graph.as_default():
     for variable in tf1.global_variables():
       shape = variable.shape.as_list()
@@ -469,7 +471,10 @@ def randomize_variables(graph):
         value = rng.standard_normal(shape) / np.sqrt(fan_in)
       else:
         value = rng.normal(0, 0.1, shape)
-      variable.load(value.astype(np.float32), graph.session)
+      placeholder = tf1.placeholder(variable.dtype.base_dtype, shape)
+      assigns.append(tf1.assign(variable, placeholder))
+      feeds[placeholder] = value.astype(np.float32)
+    graph.session.run(assigns, feed_dict=feeds)
 
 
 @pytest.mark.slow
