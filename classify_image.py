@@ -17,7 +17,7 @@ import sys
 from absl import app
 from absl import flags
 
-import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
+import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
@@ -101,7 +101,8 @@ def main(argv):
       raise ValueError('--top_k and --batch_size must be at least 1')
     paths = image_paths(argv[1:])
     encoded = read_images(paths)
-    model = inference.open_model(
+    model = quiet_tensorflow.quiet_native(  # TFLite's XNNPACK line
+        inference.open_model,
         checkpoint_path=dataset_utils.expand_path(F.checkpoint_path),
         saved_model=dataset_utils.expand_path(F.saved_model),
         tflite_model=dataset_utils.expand_path(F.tflite_model),

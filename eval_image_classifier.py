@@ -37,7 +37,7 @@ import sys
 from absl import app
 from absl import flags
 
-import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
+import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
@@ -182,7 +182,8 @@ def evaluate_export(dataset):
       raise ValueError('--%s applies to checkpoints, not to --%s' % (
           flag, 'saved_model' if F.saved_model else 'tflite_model'))
   check_eval_dir(F.eval_dir)
-  model = inference.open_model(
+  model = quiet_tensorflow.quiet_native(  # TFLite's XNNPACK line
+      inference.open_model,
       saved_model=F.saved_model, tflite_model=F.tflite_model,
       spec_from_flags=lambda: exporter.make_spec(
           F.model_name, F.dataset_name, F.dataset_dir,

@@ -26,7 +26,7 @@ import sys
 from absl import app
 from absl import flags
 
-import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
+import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
@@ -125,8 +125,9 @@ def main(_):
             exporter.IMAGES_SIGNATURE, exporter.IMAGES_INPUT)
       else:
         images = calibration_images(spec) if F.quantize == 'int8' else None
-        written = exporter.write_tflite(graph, F.export_dir, F.quantize,
-                                        images, F.overwrite)
+        written = quiet_tensorflow.quiet_native(
+            exporter.write_tflite, graph, F.export_dir, F.quantize,
+            images, F.overwrite)
         what = 'TFLite %s model (%.2f MB)' % (
             'float32' if F.quantize == 'none' else F.quantize,
             os.path.getsize(written) / 1e6)

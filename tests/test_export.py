@@ -507,3 +507,43 @@ def test_every_network_exports_a_saved_model_and_tflite_float(name, tmp_path):
     got = model.logits(image)
     model.close()
     assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, scale), model.kind
+
+
+# -- the README's commands ----------------------------------------------------
+def readme_commands(section):
+  """The commands of the ```sh block of README's `section`, continuation
+  lines joined."""
+  readme = open(os.path.join(ROOT, 'README.md')).read()
+  text = readme[readme.index('## ' + section + '\n'):]
+  block = text[text.index('```sh\n') + 6:]
+  block = block[:block.index('```')].replace('\\\n', ' ')
+  return [line.split() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_readme_deploying_commands_run_as_written_after_the_demo(
+    lenet, digits_dir, tmp_path):
+  """In a directory laid out as demo.sh leaves it (data/digits, a trained
+  runs/lenet_digits), each `python <script>` line of the README section runs
+  with this Python and succeeds."""
+  (tmp_path / 'data').mkdir()
+  (tmp_path / 'runs').mkdir()
+  os.symlink(digits_dir, str(tmp_path / 'data' / 'digits'))
+  os.symlink(os.path.dirname(lenet[0]), str(tmp_path / 'runs' / 'lenet_digits'))
+  commands = readme_commands('Deploying a trained network')
+  assert commands[0] == ['.', './setup_env.sh']  # the venv this test runs in
+  outputs = {}
+  for command in commands[1:]:
+    assert command[0] == 'python', command
+    result = run(command[1], *command[2:], cwd=str(tmp_path))
+    assert result.returncode == 0, (command, result.stderr[-3000:])
+    assert not result.stderr.strip(), (command, result.stderr[-3000:])
+    outputs[command[1]] = result.stdout
+  accuracy = float(re.search(r'^Accuracy = ([\d.]+)$',
+                             outputs['eval_image_classifier.py'], re.M).group(1))
+  assert accuracy >= 0.9
+  classified = re.findall(r'^samples/digits/\d+_(\w+)\.png\n +[\d.]+  (\w+)$',
+                          outputs['classify_image.py'], re.M)
+  assert len(classified) == 5
+  assert sum(true == top for true, top in classified) >= 4, classified
+  assert (tmp_path / 'exports' / 'lenet_digits' / 'frozen_graph.pb').is_file()
