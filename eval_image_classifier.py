@@ -113,7 +113,8 @@ def expand_path_flags():
 
 
 def checkpoints():
-  """The checkpoint(s) to evaluate, in order."""
+  """The checkpoint(s) to evaluate, in order: --checkpoint_path's, or with
+  --wait_for_checkpoints each new one of the directory (the caller stops)."""
   if not F.wait_for_checkpoints:
     yield classifier.resolve_checkpoint(F.checkpoint_path)
     return
@@ -123,20 +124,20 @@ def checkpoints():
   if F.max_checkpoints is not None and F.max_checkpoints < 1:
     raise ValueError('--max_checkpoints must be at least 1, got %d' %
                      F.max_checkpoints)
-  done = 0
   for path in tf.train.checkpoints_iterator(
       F.checkpoint_path, min_interval_secs=F.eval_interval_secs,
       timeout=F.eval_timeout_secs):
     yield path
-    done += 1
-    if F.max_checkpoints is not None and done >= F.max_checkpoints:
-      return
-    if (F.stop_at_step is not None and
-        est.global_step_of(path) >= F.stop_at_step):
-      return
     progress.print_now('Waiting for a new checkpoint in %s%s' % (
         F.checkpoint_path, ' (at most %ss)' % F.eval_timeout_secs
         if F.eval_timeout_secs is not None else ''))
+
+
+def done_waiting(evaluated, step):
+  """Whether --wait_for_checkpoints stops after `evaluated` evaluations, the
+  last of a checkpoint of global step `step`."""
+  return ((F.max_checkpoints is not None and evaluated >= F.max_checkpoints)
+          or (F.stop_at_step is not None and step >= F.stop_at_step))
 
 
 def checkpoint_dir():
@@ -252,13 +253,24 @@ def main(_):
         config=est.RunConfig(log_step_count_steps=None,
                              session_config=session_config),
         params={'classifier': params})
+    evaluated = 0
     for checkpoint in checkpoints():
-      results = estimator.evaluate(
-          input_fn, steps=steps, checkpoint_path=checkpoint,
-          summary_dir=eval_dir,
-          hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs)])
-      report(dict(results, checkpoint=checkpoint,
-                  global_step=int(results['global_step'])), dataset, eval_dir)
+      try:
+        results = estimator.evaluate(
+            input_fn, steps=steps, checkpoint_path=checkpoint,
+            summary_dir=eval_dir,
+            hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs)])
+      except (ValueError, tf.errors.NotFoundError):  # before / while restoring
+        if not F.wait_for_checkpoints or est.checkpoint_exists(checkpoint):
+          raise
+        progress.print_now(est.DELETED_CHECKPOINT % checkpoint)
+        continue
+      step = int(results['global_step'])
+      report(dict(results, checkpoint=checkpoint, global_step=step), dataset,
+             eval_dir)
+      evaluated += 1
+      if F.wait_for_checkpoints and done_waiting(evaluated, step):
+        break
   except (ValueError, tf.errors.OpError) as e:
     print('eval_image_classifier: error: %s' % classifier.one_line(e),
           file=sys.stderr)

@@ -575,8 +575,14 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     result = None
     for checkpoint in tf.train.checkpoints_iterator(
         estimator.model_dir, min_interval_secs=eval_spec.throttle_secs):
-      result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
-                                  eval_spec.hooks, checkpoint, eval_spec.name)
+      try:
+        result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
+                                    eval_spec.hooks, checkpoint, eval_spec.name)
+      except (ValueError, tf.errors.NotFoundError):  # before / while restoring
+        if checkpoint_exists(checkpoint):
+          raise
+        tf1.logging.warning(DELETED_CHECKPOINT, checkpoint)
+        continue
       tf1.logging.info('Evaluated %s: %s', checkpoint, result)
       if (train_spec.max_steps is not None and
           result['global_step'] >= train_spec.max_steps):
@@ -607,6 +613,18 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     if global_step_of(estimator.latest_checkpoint()) == step:
       break  # the input ran out: no more training possible
   return result
+
+
+# A follower of a training directory can lose the race with the trainer's
+# Saver, which deletes all but the newest keep_checkpoint_max checkpoints:
+# that checkpoint is skipped, the next one is evaluated.
+DELETED_CHECKPOINT = ('Skipped %s: training deleted it (keep_checkpoint_max) '
+                      'before it was evaluated')
+
+
+def checkpoint_exists(checkpoint):
+  """Whether the checkpoint's files (its .index) are there."""
+  return tf.io.gfile.exists(checkpoint + '.index')
 
 
 def global_step_of(checkpoint):

@@ -308,6 +308,36 @@ def test_wait_for_checkpoints_builds_the_eval_curve(digits_run, tmp_path):
   assert [step for step, _ in scalars(events(eval_dir), 'Accuracy')] == [20, 25]
 
 
+@pytest.mark.slow
+def test_a_checkpoint_deleted_before_its_evaluation_is_skipped(
+    digits_run, tmp_path, monkeypatch, capsys):
+  """A follower can lose the race with the trainer's Saver (it keeps the
+  newest keep_checkpoint_max): the real restore of a checkpoint whose files
+  are gone fails, the evaluator says so in one line and goes on."""
+  import eval_image_classifier  # pylint: disable=import-outside-toplevel
+  train_dir = str(tmp_path / 'lenet')
+  shutil.copytree(digits_run.train_dir, train_dir,
+                  ignore=shutil.ignore_patterns('eval'))
+  latest = tf.train.latest_checkpoint(train_dir)
+  gone = os.path.join(train_dir, 'model.ckpt-%d' % (STEPS // 2))
+  assert not os.path.exists(gone + '.index')
+  monkeypatch.setattr(tf.train, 'checkpoints_iterator',
+                      lambda *args, **kwargs: iter([gone, latest]))
+  flags = eval_image_classifier.F
+  flags(['eval_image_classifier.py'] + list(eval_args(
+      digits_run.digits_dir, train_dir, '--wait_for_checkpoints',
+      '--stop_at_step=%d' % STEPS, '--eval_dir=' + str(tmp_path / 'eval'))))
+  try:
+    assert eval_image_classifier.main(None) == 0
+  finally:
+    flags.unparse_flags()
+  out = capsys.readouterr().out
+  assert ('Skipped %s: training deleted it (keep_checkpoint_max) before it '
+          'was evaluated' % gone) in out.splitlines()
+  assert re.findall(r'^Evaluated (\S+) \(step (\d+)\)', out, re.M) == [
+      (latest, str(STEPS))]
+
+
 def _free_port():
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
