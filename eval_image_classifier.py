@@ -39,7 +39,6 @@ from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import estimator as est
 from deployment import model_deploy
-from nets import nets_factory
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -149,7 +148,7 @@ def report(results, dataset, eval_dir):
 
 def main(_):
   try:
-    nets_factory.get_info(F.model_name)
+    classifier.image_network_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
     if F.batch_size < 1:
