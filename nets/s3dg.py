@@ -96,7 +96,8 @@ def self_gating(input_tensor, scope, data_format='NDHWC'):
                       weights_initializer=trunc_normal(0.01),
                       data_format=data_format,
                       scope=scope + '/self_gating/transformer_W')
-  return input_tensor * tf.sigmoid(gates)
+  return tf.multiply(input_tensor, tf.sigmoid(gates),
+                     name=scope + '/self_gating/gated')
 
 
 def _stage_index(option, value):
