@@ -176,6 +176,19 @@ def resolve_checkpoint(path, what='--checkpoint_path'):
   return path
 
 
+def checkpoint_mismatches(checkpoint_shapes, wanted):
+  """(missing names, 'name [shape] (checkpoint: [shape])' lines) of the
+  variables `wanted` ({checkpoint name: shape}) against a checkpoint's
+  {name: shape}, in the order of `wanted`."""
+  missing = [name for name in wanted if name not in checkpoint_shapes]
+  wrong = ['%s %s (checkpoint: %s)' % (name, list(shape),
+                                       list(checkpoint_shapes[name]))
+           for name, shape in wanted.items()
+           if name in checkpoint_shapes
+           and list(shape) != list(checkpoint_shapes[name])]
+  return missing, wrong
+
+
 def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars):
   """Scaffold init_fn restoring model variables not excluded, after checking
   names and shapes against the checkpoint (the mismatches are listed).
@@ -189,11 +202,8 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars):
             if not any(v.op.name == e or v.op.name.startswith(e + '/')
                        for e in exclusions)]
   shapes = dict(tf.train.list_variables(checkpoint))
-  missing = [v.op.name for v in chosen if v.op.name not in shapes]
-  wrong = ['%s %s (checkpoint: %s)' % (v.op.name, v.shape.as_list(),
-                                       shapes[v.op.name])
-           for v in chosen
-           if v.op.name in shapes and v.shape.as_list() != shapes[v.op.name]]
+  missing, wrong = checkpoint_mismatches(
+      shapes, {v.op.name: v.shape.as_list() for v in chosen})
   if wrong:
     raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
                      ' with other shapes, first: %s; exclude them with '

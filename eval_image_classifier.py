@@ -20,6 +20,15 @@ checkpoint's global step, and the confusion matrix image go to --eval_dir
 (default <checkpoint dir>/eval, where TensorBoard shows them beside the
 training curves), with the CSV files confusion_matrix-<step>.csv and
 per_class_accuracy-<step>.csv.
+
+--saved_model=<export dir> or --tflite_model=<file or export dir> evaluate an
+export of export_model.py instead, with the same metrics, progress and
+per-class printing (files only with --eval_dir): its network, input size and
+preprocessing are the ones it was exported with, so the accuracy cost of int8
+is one command:
+
+    python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
+        --dataset_split_name=validation --tflite_model=exports/lenet_digits/int8
 """
 import math
 import os
@@ -28,7 +37,7 @@ import sys
 from absl import app
 from absl import flags
 
-import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
+import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
@@ -38,6 +47,8 @@ import progress
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import estimator as est
+from deployment import exporter
+from deployment import inference
 from deployment import model_deploy
 
 tf1 = tf.compat.v1
@@ -87,11 +98,16 @@ flags.DEFINE_integer('stop_at_step', None,
                      '--max_number_of_steps).')
 flags.DEFINE_float('log_every_n_secs', 10,
                    'Seconds between progress lines of an evaluation.')
+flags.DEFINE_string('saved_model', None,
+                    'Evaluate this SavedModel export instead of a checkpoint.')
+flags.DEFINE_string('tflite_model', None,
+                    'Evaluate this TFLite model (file or export directory).')
 
 
 def expand_path_flags():
   """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
-  for name in ('checkpoint_path', 'eval_dir', 'dataset_dir'):
+  for name in ('checkpoint_path', 'eval_dir', 'dataset_dir', 'saved_model',
+               'tflite_model'):
     setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
@@ -129,26 +145,75 @@ def checkpoint_dir():
 
 
 def report(results, dataset, eval_dir):
-  """Prints the `name = value` lines and the per-class results; writes the
-  CSV files and the confusion matrix image."""
-  step = int(results['global_step'])
-  print('Evaluated %s (step %d) on %s/%s' % (
-      results['checkpoint'], step, F.dataset_name, F.dataset_split_name))
+  """Prints the `name = value` lines and the per-class results; with an
+  eval_dir, writes the CSV files and the confusion matrix image there."""
+  step = results['global_step']
+  print('Evaluated %s%s on %s/%s' % (
+      results['checkpoint'], '' if step is None else ' (step %d)' % step,
+      F.dataset_name, F.dataset_split_name))
   for name in sorted(results):
     if name not in ('global_step', 'loss', 'checkpoint') and (
         getattr(results[name], 'ndim', 0) == 0):
       print('%s = %.4f' % (name, results[name]))
   classes = eval_report.ClassReport.from_dataset(
       results['confusion_matrix'], dataset.labels_to_names, F.labels_offset)
-  paths = eval_report.write(classes, eval_dir, step,
-                            accuracy=results.get('Accuracy'))
+  paths = ()
+  if eval_dir:
+    paths = eval_report.write(classes, eval_dir, int(step or 0),
+                              accuracy=results.get('Accuracy'))
   print(classes.table(paths))
   sys.stdout.flush()
 
 
+def check_eval_dir(eval_dir):
+  if eval_dir and os.path.exists(eval_dir) and not os.path.isdir(eval_dir):
+    raise ValueError("--eval_dir '%s' is a file, not a directory" % eval_dir)
+
+
+def evaluate_export(dataset):
+  """--saved_model or --tflite_model on the dataset, printed as a checkpoint's
+  evaluation is."""
+  if F.saved_model and F.tflite_model:
+    raise ValueError('pass one of --saved_model and --tflite_model')
+  for flag in ('checkpoint_path', 'wait_for_checkpoints', 'num_clones',
+               'moving_average_decay'):
+    if F[flag].present:
+      raise ValueError('--%s applies to checkpoints, not to --%s' % (
+          flag, 'saved_model' if F.saved_model else 'tflite_model'))
+  check_eval_dir(F.eval_dir)
+  model = quiet_tensorflow.quiet_native(  # TFLite's XNNPACK line
+      inference.open_model,
+      saved_model=F.saved_model, tflite_model=F.tflite_model,
+      spec_from_flags=lambda: exporter.make_spec(
+          F.model_name, F.dataset_name, F.dataset_dir,
+          labels_offset=F.labels_offset, image_size=F.eval_image_size,
+          preprocessing_name=F.preprocessing_name,
+          use_grayscale=F.use_grayscale))
+  try:
+    explicit = {field: (flag, F[flag].value) for field, flag in (
+        ('model_name', 'model_name'), ('image_size', 'eval_image_size'),
+        ('preprocessing_name', 'preprocessing_name'),
+        ('use_grayscale', 'use_grayscale')) if F[flag].present}
+    inference.check_flags_agree(model.spec, model.path, **explicit)
+    batches = F.max_num_batches or math.ceil(dataset.num_samples /
+                                              F.batch_size)
+    results = inference.evaluate(
+        model, dataset, F.batch_size, labels_offset=F.labels_offset,
+        max_num_batches=F.max_num_batches, num_readers=F.num_readers,
+        num_preprocessing_threads=F.num_preprocessing_threads,
+        progress=progress.EvaluationProgress(batches, F.log_every_n_secs))
+  finally:
+    model.close()
+  del results['images']
+  report(dict(results, checkpoint=model.path, global_step=model.global_step),
+         dataset, F.eval_dir)
+
+
 def main(_):
   try:
-    classifier.image_network_info(F.model_name)
+    exported = F.saved_model or F.tflite_model
+    if not exported:
+      classifier.image_network_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
     if F.batch_size < 1:
@@ -156,6 +221,9 @@ def main(_):
     expand_path_flags()
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
+    if exported:
+      evaluate_export(dataset)
+      return 0
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu)
     deployment.check_devices_available()
@@ -177,8 +245,7 @@ def main(_):
         num_epochs=1, deterministic=True)
     steps = F.max_num_batches or math.ceil(dataset.num_samples / batch)
     eval_dir = F.eval_dir or os.path.join(checkpoint_dir(), 'eval')
-    if os.path.exists(eval_dir) and not os.path.isdir(eval_dir):
-      raise ValueError("--eval_dir '%s' is a file, not a directory" % eval_dir)
+    check_eval_dir(eval_dir)
     estimator = est.Estimator(
         classifier.model_fn, checkpoint_dir(),
         config=est.RunConfig(log_step_count_steps=None,
@@ -189,7 +256,8 @@ def main(_):
           input_fn, steps=steps, checkpoint_path=checkpoint,
           summary_dir=eval_dir,
           hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs)])
-      report(dict(results, checkpoint=checkpoint), dataset, eval_dir)
+      report(dict(results, checkpoint=checkpoint,
+                  global_step=int(results['global_step'])), dataset, eval_dir)
   except (ValueError, tf.errors.OpError) as e:
     print('eval_image_classifier: error: %s' % classifier.one_line(e),
           file=sys.stderr)

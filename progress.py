@@ -115,23 +115,21 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
       self._writer.flush()
 
 
-class EvaluationProgressHook(tf1.train.SessionRunHook):
+class EvaluationProgress(object):
   """Logs `eval: batch N/total (p%), ETA t` for the first batch, then at most
-  every `every_secs` seconds, and for the last batch."""
+  every `every_secs` seconds, and for the last batch: call `batch_done()`
+  after each batch."""
 
   def __init__(self, total_batches, every_secs=10.0, log=print_now,
                clock=time.time):
     self._total, self._every = int(total_batches), float(every_secs)
     self._log, self._clock = log, clock
+    self.restart()
 
-  def begin(self):
-    self._done, self._start, self._last_line = 0, None, None
+  def restart(self):
+    self._done, self._start, self._last_line = 0, self._clock(), None
 
-  def before_run(self, run_context):
-    if self._start is None:
-      self._start = self._clock()
-
-  def after_run(self, run_context, run_values):
+  def batch_done(self):
     self._done += 1
     now = self._clock()
     if not (self._last_line is None or self._done >= self._total or
@@ -142,3 +140,24 @@ class EvaluationProgressHook(tf1.train.SessionRunHook):
     eta = (now - self._start) / self._done * left
     self._log('eval: batch %s, ETA %s' % (fraction(self._done, self._total),
                                           format_duration(eta)))
+
+
+class EvaluationProgressHook(tf1.train.SessionRunHook):
+  """EvaluationProgress as a hook of an evaluation's session, timed from its
+  first batch."""
+
+  def __init__(self, total_batches, every_secs=10.0, log=print_now,
+               clock=time.time):
+    self._progress = EvaluationProgress(total_batches, every_secs, log, clock)
+    self._started = False
+
+  def begin(self):
+    self._started = False
+
+  def before_run(self, run_context):
+    if not self._started:
+      self._progress.restart()
+      self._started = True
+
+  def after_run(self, run_context, run_values):
+    self._progress.batch_done()

@@ -1,7 +1,7 @@
 """Makes tf-slim 1.1.0 work on TensorFlow 2.21; imported by every project package.
 
-Two root causes, both TensorFlow moving things tf-slim still looks up in the
-old place, fixed once here rather than around every call site:
+Three root causes, fixed once here rather than around every call site; the
+first two are TensorFlow moving things tf-slim still looks up in the old place:
 
 1. tf-slim's `batch_norm` goes through `tensorflow.python.layers.normalization`,
 which lazily imports `tf_keras.legacy_tf_layers.normalization`. tf-keras 2.21 ships
@@ -12,6 +12,14 @@ same module objects, so classes are not duplicated) fixes it once for the proces
 2. `tensorflow.python.framework.ops.Tensor` and `.IndexedSlices` moved to their
 own modules; tf-slim's optimize_loss, create_train_op and layers utils still
 read them from `ops` (AttributeError). They are re-exported there.
+
+3. TF 2 tensor equality (`Tensor._USE_EQUALITY`) makes every `hash(variable)`
+ask `executing_eagerly_outside_functions()`, a walk of the context stack
+(about 50 us). tf-keras' legacy layers, which build slim's `batch_norm` and
+`separable_conv2d`, hash every global variable each time they add a weight:
+quadratic in the variables, so nasnet_large took over a minute to build.
+Graph mode is TF 1's semantics, where tensors and variables compare and hash
+by identity; `disable_tensor_equality` restores exactly that (hash is id()).
 
 `tf.compat.v1.layers` (e.g. `tf1.layers.flatten`) is routed through Keras as
 well and refuses to load under Keras 3; TF_USE_LEGACY_KERAS=1 (read lazily, at
@@ -47,3 +55,4 @@ def install():
 
 install()
 tf.compat.v1.disable_eager_execution()
+tf.compat.v1.disable_tensor_equality()

@@ -44,3 +44,32 @@ def test_without_the_compat_module_tf_slim_batch_norm_fails():
   result = _run('')
   assert result.returncode != 0
   assert "No module named 'tf_keras.legacy_tf_layers'" in result.stderr
+
+
+def test_variables_hash_by_identity_without_a_context_walk(monkeypatch):
+  """Root cause 3 of tf_compat: tf-keras' legacy layers hash every global
+  variable per weight they add; each hash must not walk the context stack."""
+  import tensorflow as tf
+  from tensorflow.python.framework import ops
+  from tensorflow.python.framework import tensor as tensor_lib
+  import tf_compat  # noqa: F401
+
+  walks = []
+  real = ops.executing_eagerly_outside_functions
+
+  def hash_and_compare(variable):
+    with monkeypatch.context() as patch:
+      patch.setattr(ops, 'executing_eagerly_outside_functions',
+                    lambda: walks.append(1) or real())
+      assert hash(variable) == id(variable)
+      assert len({variable, variable}) == 1
+      return variable == variable
+
+  with tf.Graph().as_default():
+    variable = tf.compat.v1.get_variable('v', [2])
+    assert hash_and_compare(variable) is True
+    assert not walks
+    # The control: TF 2's tensor equality walks the stack on every hash.
+    monkeypatch.setattr(tensor_lib.Tensor, '_USE_EQUALITY', True)
+    hash_and_compare(variable)
+    assert walks

@@ -1,0 +1,292 @@
+"""One interface to a trained classifier, wherever it lives: a checkpoint, a
+SavedModel or a TFLite file (see deployment/exporter.py for the exports).
+
+    model = inference.open_model(saved_model='exports/lenet_digits/saved_model')
+    logits = model.logits(images)               # preprocessed float images
+    logits = model.logits_of_encoded([png, jpeg])   # image file bytes
+
+`evaluate` runs a model over a dataset split with the metrics and meaning of
+eval_image_classifier.py on a checkpoint; classify_image.py and the tests use
+the rest.
+"""
+import os
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+import classifier
+from deployment import exporter
+
+tf1 = tf.compat.v1
+
+
+class Model(object):
+  """A classifier: `spec` (exporter.ModelSpec) says what it takes and gives."""
+  kind = None
+
+  def __init__(self, path, spec, global_step=None):
+    self.path, self.spec, self.global_step = path, spec, global_step
+
+  def logits(self, images):
+    """float32 [N, K] logits of float images [N, H, W, C] preprocessed as
+    the network's evaluation preprocessing does (exporter.preprocess)."""
+    raise NotImplementedError
+
+  def logits_of_encoded(self, encoded):
+    """float32 [N, K] logits of N encoded images (JPEG, PNG, GIF, BMP)."""
+    raise NotImplementedError
+
+  def close(self):
+    pass
+
+
+def softmax(logits):
+  shifted = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+  return shifted / np.sum(shifted, axis=-1, keepdims=True)
+
+
+def top_k(logits, k=exporter.TOP_K):
+  """[(class, probability), ...] best first, for each row of `logits`."""
+  probabilities = softmax(np.asarray(logits, np.float64))
+  order = np.argsort(-probabilities, axis=-1, kind='stable')[:, :k]
+  return [[(int(c), float(p[c])) for c in row]
+          for row, p in zip(order, probabilities)]
+
+
+class CheckpointModel(Model):
+  """The serving graph restored from a checkpoint, as the exports are made."""
+  kind = 'checkpoint'
+
+  def __init__(self, checkpoint, spec):
+    checkpoint = classifier.resolve_checkpoint(checkpoint)
+    self._graph = exporter.RestoredGraph(spec, checkpoint)
+    super().__init__(checkpoint, spec, self._graph.global_step)
+
+  def logits(self, images):
+    return self._graph.run(images=images)['logits']
+
+  def logits_of_encoded(self, encoded):
+    return self._graph.run(image_bytes=encoded)['logits']
+
+  def close(self):
+    self._graph.close()
+
+
+class SavedModelModel(Model):
+  """An exported SavedModel, through its two signatures."""
+  kind = 'saved_model'
+
+  def __init__(self, export_dir, spec):
+    self._graph = tf.Graph()
+    self._session = tf1.Session(graph=self._graph)
+    with self._graph.as_default():
+      meta_graph = tf1.saved_model.loader.load(
+          self._session, [tf1.saved_model.tag_constants.SERVING], export_dir)
+    signatures = meta_graph.signature_def
+    for key in (exporter.BYTES_SIGNATURE, exporter.IMAGES_SIGNATURE):
+      if key not in signatures:
+        raise ValueError("--saved_model '%s' has no '%s' signature (it has %s);"
+                         ' export it with export_model.py' % (
+                             export_dir, key, ', '.join(sorted(signatures))))
+    self._bytes = signatures[exporter.BYTES_SIGNATURE]
+    self._images = signatures[exporter.IMAGES_SIGNATURE]
+    info = exporter.read_info(export_dir) or {}
+    super().__init__(export_dir, spec, info.get('global_step'))
+
+  def _run(self, signature, input_key, value):
+    return self._session.run(
+        signature.outputs['logits'].name,
+        {signature.inputs[input_key].name: value})
+
+  def logits(self, images):
+    return self._run(self._images, exporter.IMAGES_INPUT, images)
+
+  def logits_of_encoded(self, encoded):
+    return self._run(self._bytes, exporter.BYTES_INPUT, list(encoded))
+
+  def close(self):
+    self._session.close()
+
+
+class _Preprocessor(object):
+  """Encoded image -> the network's float image, in a graph of its own."""
+
+  def __init__(self, spec):
+    self._graph = tf.Graph()
+    with self._graph.as_default():
+      self._encoded = tf1.placeholder(tf.string, [])
+      self._image = exporter.decode_and_preprocess(spec, self._encoded)
+    self._session = tf1.Session(graph=self._graph)
+
+  def __call__(self, encoded):
+    return np.stack([self._session.run(self._image, {self._encoded: e})
+                     for e in encoded])
+
+
+class TFLiteModel(Model):
+  """A TFLite flatbuffer at batch 1; int8 inputs and outputs are quantized
+  and dequantized with the model's own scales."""
+  kind = 'tflite'
+
+  def __init__(self, path, spec):
+    with warnings.catch_warnings():
+      # tf.lite.Interpreter warns that it moves to the separate ai-edge-litert
+      # package; it still ships, works in TF 2.21 and reads the same files.
+      warnings.simplefilter('ignore')
+      try:
+        self._interpreter = tf.lite.Interpreter(model_path=path)
+        self._interpreter.allocate_tensors()
+      except (ValueError, RuntimeError) as e:
+        raise ValueError("--tflite_model '%s' is not a TFLite model: %s" % (
+            path, classifier.one_line(e))) from None
+    self._input = self._interpreter.get_input_details()[0]
+    outputs = self._interpreter.get_output_details()
+    named = [d for d in outputs if d['name'] == 'logits']
+    self._output = (named or outputs)[0]
+    expected = (1,) + tuple(spec.image_shape)
+    if tuple(self._input['shape']) != expected:
+      raise ValueError("--tflite_model '%s' takes %s images, the network %s "
+                       '%s' % (path, list(self._input['shape']),
+                               spec.model_name, list(expected)))
+    self._preprocessor = None
+    info = exporter.read_info(os.path.dirname(path)) or {}
+    super().__init__(path, spec, info.get('global_step'))
+
+  def logits(self, images):
+    rows = []
+    for image in np.asarray(images, np.float32):
+      self._interpreter.set_tensor(self._input['index'],
+                                   _quantize(image[np.newaxis], self._input))
+      self._interpreter.invoke()
+      rows.append(_dequantize(
+          self._interpreter.get_tensor(self._output['index']), self._output))
+    return np.concatenate(rows) if rows else np.zeros(
+        [0, self.spec.num_classes], np.float32)
+
+  def logits_of_encoded(self, encoded):
+    if self._preprocessor is None:
+      self._preprocessor = _Preprocessor(self.spec)
+    return self.logits(self._preprocessor(encoded))
+
+
+def _quantize(values, detail):
+  if detail['dtype'] == np.float32:
+    return values
+  scale, zero_point = detail['quantization']
+  info = np.iinfo(detail['dtype'])
+  return np.clip(np.round(values / scale + zero_point), info.min,
+                 info.max).astype(detail['dtype'])
+
+
+def _dequantize(values, detail):
+  if detail['dtype'] == np.float32:
+    return values
+  scale, zero_point = detail['quantization']
+  return ((values.astype(np.float32) - zero_point) * scale).astype(np.float32)
+
+
+def tflite_file(path):
+  """A .tflite file, or the model.tflite of an export directory."""
+  if os.path.isdir(path):
+    path = os.path.join(path, exporter.TFLITE_FILENAME)
+  if not os.path.isfile(path):
+    raise ValueError("--tflite_model '%s' does not exist" % path)
+  return path
+
+
+def export_spec(path, spec_from_flags=None, flag='--saved_model'):
+  """The ModelSpec an export recorded (its export.json), or else the one
+  the flags describe (`spec_from_flags()`)."""
+  info = exporter.read_info(path)
+  if info is not None:
+    return exporter.ModelSpec.from_json(info)
+  if spec_from_flags is None:
+    raise ValueError("%s '%s' has no %s; pass --model_name and --dataset_name "
+                     'or --num_classes' % (flag, path, exporter.INFO_FILENAME))
+  return spec_from_flags()
+
+
+def open_model(checkpoint_path=None, saved_model=None, tflite_model=None,
+               spec_from_flags=None):
+  """The Model behind exactly one of the three paths. A checkpoint needs
+  `spec_from_flags()` (its network); an export recorded its own."""
+  given = [name for name, value in (('--checkpoint_path', checkpoint_path),
+                                    ('--saved_model', saved_model),
+                                    ('--tflite_model', tflite_model)) if value]
+  if len(given) != 1:
+    raise ValueError('pass exactly one of --checkpoint_path, --saved_model and '
+                     '--tflite_model (got %s)' % (', '.join(given) or 'none'))
+  if checkpoint_path:
+    return CheckpointModel(checkpoint_path, spec_from_flags())
+  if saved_model:
+    if not os.path.isfile(os.path.join(saved_model, 'saved_model.pb')):
+      raise ValueError("--saved_model '%s' is not a SavedModel directory (no "
+                       'saved_model.pb)' % saved_model)
+    return SavedModelModel(saved_model,
+                           export_spec(saved_model, spec_from_flags))
+  path = tflite_file(tflite_model)
+  return TFLiteModel(path, export_spec(os.path.dirname(path), spec_from_flags,
+                                       '--tflite_model'))
+
+
+def check_flags_agree(spec, path, **flags):
+  """Raises ValueError when a flag given explicitly contradicts the export:
+  flags maps a ModelSpec field to (flag name, value)."""
+  for field, (flag, value) in flags.items():
+    if getattr(spec, field) != value:
+      raise ValueError("--%s=%s disagrees with the export '%s' (%s=%s); drop "
+                       'the flag' % (flag, value, path, field,
+                                     getattr(spec, field)))
+
+
+def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
+             num_readers=4, num_preprocessing_threads=4, progress=None):
+  """{'Accuracy', 'Recall_5', 'confusion_matrix', 'images'} of `model` on a
+  dataset split (a descriptor), read and preprocessed as
+  eval_image_classifier.py does for checkpoints; `progress.batch_done()` is
+  called after each batch."""
+  spec = model.spec
+  if dataset.num_classes - labels_offset != spec.num_classes:
+    raise ValueError(
+        "%s '%s' has %d classes; %s/%s with --labels_offset=%d has %d" % (
+            model.kind, model.path, spec.num_classes, dataset.name,
+            dataset.split_name, labels_offset,
+            dataset.num_classes - labels_offset))
+  input_fn = classifier.make_input_fn(
+      dataset, spec.model_name, batch_size, is_training=False,
+      preprocessing_name=spec.preprocessing_name, image_size=spec.image_size,
+      num_readers=num_readers,
+      num_preprocessing_threads=num_preprocessing_threads,
+      labels_offset=labels_offset, use_grayscale=spec.use_grayscale,
+      num_epochs=1, deterministic=True)
+  k = min(exporter.TOP_K, spec.num_classes)
+  seen = correct = in_top_k = batches = 0
+  confusion = np.zeros((spec.num_classes, spec.num_classes), np.int64)
+  with tf.Graph().as_default():
+    images, labels = tf1.data.make_one_shot_iterator(input_fn()).get_next()
+    with tf1.Session() as session:
+      while max_num_batches is None or batches < max_num_batches:
+        try:
+          x, y = session.run([images, labels])
+        except tf.errors.OutOfRangeError:
+          break
+        if x.shape[1:] != spec.image_shape:
+          raise ValueError('%s gives %s images, %s %s takes %s' % (
+              dataset.name, list(x.shape[1:]), model.kind, model.path,
+              list(spec.image_shape)))
+        logits = model.logits(x)
+        best = np.argsort(-logits, axis=1, kind='stable')[:, :k]
+        correct += int(np.sum(best[:, 0] == y))
+        in_top_k += int(np.sum(np.any(best == y[:, np.newaxis], axis=1)))
+        np.add.at(confusion, (y, best[:, 0]), 1)
+        seen += len(y)
+        batches += 1
+        if progress is not None:
+          progress.batch_done()
+  if not seen:
+    raise ValueError('%s/%s gave no images' % (dataset.name,
+                                               dataset.split_name))
+  return {'Accuracy': correct / seen, 'Recall_5': in_top_k / seen,
+          'confusion_matrix': confusion, 'images': seen}

@@ -1,0 +1,108 @@
+r"""Writes a network's inference GraphDef (TF-Slim's flags); frozen with
+--checkpoint_path.
+
+    python export_inference_graph.py --model_name=inception_v3 \
+        --output_file=/tmp/inception_v3_inf_graph.pb
+    python export_inference_graph.py --model_name=lenet --dataset_name=digits \
+        --dataset_dir=data/digits --checkpoint_path=runs/lenet_digits \
+        --output_file=exports/lenet_digits/frozen_graph.pb
+
+As TF-Slim's: the network on a float placeholder named `input` of
+[--batch_size, --image_size, --image_size, channels] (channels 1 with
+--use_grayscale or a grayscale dataset such as digits or mnist, else 3); its
+classes come from --dataset_name (minus --labels_offset) or --num_classes.
+Two nodes are added, `logits` and `probabilities` (the softmax), so the
+outputs have names whatever the network. With --checkpoint_path the
+variables are folded into constants (the moving averages when trained with
+them): a frozen graph in one step, no freeze_graph needed. The file is
+written under a temporary name and renamed; an existing one is replaced only
+with --overwrite.
+"""
+import sys
+
+from absl import app
+from absl import flags
+
+import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
+import tf_compat  # noqa: F401
+import tensorflow as tf
+
+import classifier
+from datasets import dataset_utils
+from deployment import exporter
+
+F = flags.FLAGS
+
+flags.DEFINE_string('model_name', 'inception_v3', 'The network to export.')
+flags.DEFINE_boolean('is_training', False,
+                     'Whether to build the training graph (dropout, batch '
+                     'statistics).')
+flags.DEFINE_integer('image_size', None,
+                     'Input height and width; the network\'s default if unset.')
+flags.DEFINE_integer('batch_size', None,
+                     'Batch size of the input; unset leaves it unknown.')
+flags.DEFINE_string('dataset_name', 'imagenet',
+                    'Dataset the network was trained on: its classes.')
+flags.DEFINE_integer('num_classes', None,
+                     'Classes of the network, instead of --dataset_name.')
+flags.DEFINE_integer('labels_offset', 0,
+                     'Labels subtracted in training (1 drops background).')
+flags.DEFINE_string('output_file', '', 'Where to save the GraphDef.')
+flags.DEFINE_string('dataset_dir', '',
+                    'The converted dataset, for datasets whose class count '
+                    'only its conversion knows (image_folder).')
+flags.DEFINE_bool('write_text_graphdef', False,
+                  'Write the GraphDef as text (pbtxt) instead of binary.')
+flags.DEFINE_bool('use_grayscale', False,
+                  'A one-channel input, as trained with --use_grayscale.')
+flags.DEFINE_string('checkpoint_path', None,
+                    'Checkpoint (file or train_dir) to freeze into the graph.')
+flags.DEFINE_bool('overwrite', False, 'Replace an existing --output_file.')
+flags.DEFINE_bool('quantize', False,
+                  'TF-Slim\'s quantization-aware graph (tf.contrib; gone).')
+
+
+def main(_):
+  try:
+    if F.quantize:
+      raise ValueError('--quantize: quantization-aware graphs died with '
+                       'tf.contrib; export a quantized TFLite model with '
+                       'export_model.py --format=tflite --quantize=int8')
+    if not F.output_file:
+      raise ValueError('You must supply the path to save to with '
+                       '--output_file')
+    if F.batch_size is not None and F.batch_size < 1:
+      raise ValueError('--batch_size must be at least 1, got %d' %
+                       F.batch_size)
+    dataset_name = None if F.num_classes and not F['dataset_name'].present \
+        else F.dataset_name
+    spec = exporter.make_spec(
+        F.model_name, dataset_name=dataset_name,
+        dataset_dir=dataset_utils.expand_path(F.dataset_dir),
+        num_classes=F.num_classes, labels_offset=F.labels_offset,
+        image_size=F.image_size, use_grayscale=F.use_grayscale)
+    checkpoint = None
+    if F.checkpoint_path:
+      checkpoint = classifier.resolve_checkpoint(
+          dataset_utils.expand_path(F.checkpoint_path))
+    written = exporter.export_inference_graph(
+        spec, dataset_utils.expand_path(F.output_file),
+        batch_size=F.batch_size, is_training=F.is_training,
+        checkpoint=checkpoint, as_text=F.write_text_graphdef,
+        overwrite=F.overwrite)
+  except (ValueError, tf.errors.OpError) as e:
+    print('export_inference_graph: error: %s' % classifier.one_line(e),
+          file=sys.stderr)
+    return 1
+  print('Wrote %s graph of %s to %s: input %s %s float32, outputs %s%s' % (
+      'the frozen' if written['frozen'] else 'the', F.model_name,
+      F.output_file, written['input'],
+      ['?' if d is None else d for d in written['shape']],
+      ', '.join(written['outputs']),
+      ' (moving averages of %s)' % checkpoint if written['moving_averages']
+      else ' (weights of %s)' % checkpoint if checkpoint else ''))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(lambda argv: sys.exit(main(argv)))

@@ -1,0 +1,146 @@
+"""Exports a trained network as a SavedModel or a TFLite model.
+
+    python export_model.py --checkpoint_path=runs/lenet_digits --model_name=lenet \
+        --dataset_name=digits --dataset_dir=data/digits \
+        --export_dir=exports/lenet_digits/saved_model --format=saved_model
+    python export_model.py ... --export_dir=exports/lenet_digits/int8 \
+        --format=tflite --quantize=int8
+
+SavedModel: signatures `serving_default` (input `image_bytes`: encoded
+JPEG/PNG images, decoded and preprocessed in the graph) and `images` (input
+`images`: preprocessed float images); outputs logits, probabilities, classes,
+top_5_classes, top_5_probabilities and top_5_labels (names from labels.txt).
+For TF Serving, export to <model base path>/<version>.
+
+TFLite: export_dir/model.tflite takes one preprocessed image; --quantize
+dynamic stores int8 weights, int8 runs integers throughout (int8 input and
+output) calibrated on --num_calibration_images images of
+--calibration_split. Beside either: export.json (what the export is) and
+labels.txt. Checkpoints trained with --moving_average_decay are exported
+with their moving averages. An existing --export_dir is replaced only with
+--overwrite.
+"""
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
+import tf_compat  # noqa: F401
+import tensorflow as tf
+
+import classifier
+from datasets import dataset_factory
+from datasets import dataset_utils
+from deployment import exporter
+
+tf1 = tf.compat.v1
+F = flags.FLAGS
+
+flags.DEFINE_string('checkpoint_path', None,
+                    'Checkpoint file, or a train_dir (its latest checkpoint).')
+flags.DEFINE_string('model_name', None, 'The network the checkpoint is of.')
+flags.DEFINE_string('dataset_name', None,
+                    'Dataset trained on: classes and label names.')
+flags.DEFINE_string('dataset_dir', None,
+                    'The converted dataset: label names, calibration images.')
+flags.DEFINE_integer('num_classes', None,
+                     'Outputs of the network, instead of --dataset_name.')
+flags.DEFINE_integer('labels_offset', 0,
+                     'As in training (1 drops ImageNet\'s background).')
+flags.DEFINE_integer('image_size', None, 'Input size; defaults to the '
+                     'network\'s.')
+flags.DEFINE_string('preprocessing_name', None,
+                    'Preprocessing; defaults to the network\'s.')
+flags.DEFINE_bool('use_grayscale', False, 'As in training.')
+flags.DEFINE_string('export_dir', None, 'Directory to write.')
+flags.DEFINE_enum('format', 'saved_model', exporter.FORMATS, 'What to write.')
+flags.DEFINE_enum('quantize', 'none', exporter.QUANTIZE,
+                  'TFLite only: none (float32), dynamic (int8 weights) or '
+                  'int8 (integers only, calibrated on the dataset).')
+flags.DEFINE_integer('num_calibration_images', 300,
+                     'Images calibrating --quantize=int8.')
+flags.DEFINE_string('calibration_split', 'train',
+                    'Split the calibration images come from.')
+flags.DEFINE_bool('overwrite', False, 'Replace an existing --export_dir.')
+
+
+def calibration_images(spec):
+  """--num_calibration_images preprocessed images of --calibration_split."""
+  dataset = dataset_factory.get_dataset(F.dataset_name, F.calibration_split,
+                                        F.dataset_dir)
+  input_fn = classifier.make_input_fn(
+      dataset, spec.model_name, 1, is_training=False,
+      preprocessing_name=spec.preprocessing_name, image_size=spec.image_size,
+      use_grayscale=spec.use_grayscale, num_epochs=1, deterministic=True)
+  with tf.Graph().as_default():
+    images, _ = tf1.data.make_one_shot_iterator(
+        input_fn().take(F.num_calibration_images)).get_next()
+    with tf1.Session() as session:
+      while True:
+        try:
+          yield session.run(images)[0]
+        except tf.errors.OutOfRangeError:
+          return
+
+
+def check_flags():
+  for name in ('checkpoint_path', 'model_name', 'export_dir'):
+    if not getattr(F, name):
+      raise ValueError('--%s is required' % name)
+  for name in ('checkpoint_path', 'dataset_dir', 'export_dir'):
+    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
+  if F.format != 'tflite' and F.quantize != 'none':
+    raise ValueError('--quantize=%s applies to --format=tflite only' %
+                     F.quantize)
+  if F.quantize == 'int8':
+    if not (F.dataset_name and F.dataset_dir):
+      raise ValueError('--quantize=int8 calibrates on the dataset: pass '
+                       '--dataset_name and --dataset_dir')
+    if F.num_calibration_images < 1:
+      raise ValueError('--num_calibration_images must be at least 1')
+  exporter.check_destination(F.export_dir, F.overwrite)
+
+
+def main(_):
+  try:
+    check_flags()
+    spec = exporter.make_spec(
+        F.model_name, dataset_name=F.dataset_name, dataset_dir=F.dataset_dir,
+        num_classes=F.num_classes, labels_offset=F.labels_offset,
+        image_size=F.image_size, preprocessing_name=F.preprocessing_name,
+        use_grayscale=F.use_grayscale)
+    checkpoint = classifier.resolve_checkpoint(F.checkpoint_path)
+    if F.quantize == 'int8':  # the split is checked before the long part
+      dataset_factory.get_dataset(F.dataset_name, F.calibration_split,
+                                  F.dataset_dir)
+    graph = exporter.RestoredGraph(spec, checkpoint)
+    try:
+      if F.format == 'saved_model':
+        exporter.write_saved_model(graph, F.export_dir, F.overwrite)
+        written = F.export_dir
+        what = 'SavedModel (signatures %s: %s, %s: %s)' % (
+            exporter.BYTES_SIGNATURE, exporter.BYTES_INPUT,
+            exporter.IMAGES_SIGNATURE, exporter.IMAGES_INPUT)
+      else:
+        images = calibration_images(spec) if F.quantize == 'int8' else None
+        written = quiet_tensorflow.quiet_native(
+            exporter.write_tflite, graph, F.export_dir, F.quantize,
+            images, F.overwrite)
+        what = 'TFLite %s model (%.2f MB)' % (
+            'float32' if F.quantize == 'none' else F.quantize,
+            os.path.getsize(written) / 1e6)
+    finally:
+      graph.close()
+  except (ValueError, tf.errors.OpError) as e:
+    print('export_model: error: %s' % classifier.one_line(e), file=sys.stderr)
+    return 1
+  print('Exported %s (step %s%s) as a %s to %s' % (
+      checkpoint, graph.global_step,
+      ', moving averages' if graph.moving_averages else '', what, written))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(lambda argv: sys.exit(main(argv)))
