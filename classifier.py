@@ -267,10 +267,25 @@ class _ModelVariables(object):
     return iter(slim.get_model_variables())
 
 
+def image_network_info(model_name):
+  """The NetworkInfo of `model_name`, refusing video networks: what these
+  scripts and this model_fn feed is images [batch, height, width, channels]."""
+  info = nets_factory.get_info(model_name)
+  if info.num_frames:
+    raise ValueError(
+        "model_name '%s' is a video network: it takes clips [batch, %d frames, "
+        "%d, %d, 3], and image classification feeds images [batch, height, "
+        "width, channels]; build it with nets_factory.get_network_fn('%s', ...)"
+        % (model_name, info.num_frames, info.default_image_size,
+           info.default_image_size, model_name))
+  return info
+
+
 def model_fn(features, labels, mode, params, config=None):
   """Classification model_fn; params['classifier'] is a ClassifierParams;
   config (the RunConfig) says whether this task is the chief."""
   p = params['classifier']
+  image_network_info(p.model_name)
   is_training = mode == est.ModeKeys.TRAIN
   network_fn = nets_factory.get_network_fn(
       p.model_name, p.num_classes, weight_decay=p.weight_decay,
@@ -380,7 +395,7 @@ def make_input_fn(descriptor, model_name, batch_size, is_training,
                   num_epochs=None, deterministic=False, seed=None,
                   use_grayscale=False):
   """input_fn reading `descriptor`'s records, preprocessed for `model_name`."""
-  info = nets_factory.get_info(model_name)
+  info = image_network_info(model_name)
   preprocess = preprocessing_factory.get_preprocessing(
       preprocessing_name or model_name, is_training=is_training,
       use_grayscale=use_grayscale)

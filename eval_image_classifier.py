@@ -50,7 +50,6 @@ from deployment import estimator as est
 from deployment import exporter
 from deployment import inference
 from deployment import model_deploy
-from nets import nets_factory
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -215,7 +214,7 @@ def main(_):
   try:
     exported = F.saved_model or F.tflite_model
     if not exported:
-      nets_factory.get_info(F.model_name)
+      classifier.image_network_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
     if F.batch_size < 1:

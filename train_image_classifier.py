@@ -29,7 +29,6 @@ from datasets import dataset_utils
 from deployment import cluster
 from deployment import estimator as est
 from deployment import model_deploy
-from nets import nets_factory
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -183,7 +182,7 @@ def main(_):
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')
-    nets_factory.get_info(F.model_name)
+    classifier.image_network_info(F.model_name)
     if F.dataset_dir is None:
       raise ValueError('--dataset_dir is required')
     expand_path_flags()

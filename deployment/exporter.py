@@ -116,7 +116,7 @@ def make_spec(model_name, dataset_name=None, dataset_dir=None,
               preprocessing_name=None, use_grayscale=False):
   """The ModelSpec of `model_name` trained on `dataset_name` (or with
   `num_classes` outputs); raises ValueError naming a flag at fault."""
-  info = nets_factory.get_info(model_name)
+  info = classifier.image_network_info(model_name)
   labels, decode_channels = {}, 3
   if dataset_name:
     decode_channels = dataset_factory.get_spec(dataset_name).channels

@@ -22,7 +22,7 @@ def trunc_normal(stddev):
 # Depths of each Inception module, in the paper's column order:
 # (1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5", pool projection). TF-Slim's v1,
 # like its checkpoint, uses a 3x3 convolution where the paper has the 5x5.
-_MODULE_DEPTHS = {
+MODULE_DEPTHS = {
     'Mixed_3b': (64, 96, 128, 16, 32, 32),
     'Mixed_3c': (128, 128, 192, 32, 96, 64),
     'Mixed_4b': (192, 96, 208, 16, 48, 64),
@@ -40,7 +40,7 @@ _BRANCH_2_3X3_SCOPE = {'Mixed_5b': 'Conv2d_0a_3x3'}
 
 def _inception_module(net, end_point, depth):
   d1x1, d3x3_reduce, d3x3, d5x5_reduce, d5x5, dpool = (
-      depth(d) for d in _MODULE_DEPTHS[end_point])
+      depth(d) for d in MODULE_DEPTHS[end_point])
   with tf1.variable_scope(end_point):
     with tf1.variable_scope('Branch_0'):
       branch_0 = slim.conv2d(net, d1x1, [1, 1], scope='Conv2d_0a_1x1')

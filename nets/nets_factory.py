@@ -1,9 +1,15 @@
 """Maps a network name to a function that builds it: `get_network_fn`.
 
-Every module of the `nets` package is imported once, and registers its own
-networks (see nets/registry.py). Adding an architecture is one new module in
-nets/ that calls `register_network`; nothing here changes.
+Every module of the `nets` package and its subpackages (`nets.mobilenet`,
+`nets.nasnet`) is imported once, and registers its own networks (see
+nets/registry.py). Adding an architecture is one new module in nets/ that calls
+`register_network`; nothing here changes.
+
+`networks_map` and `arg_scopes_map` are TF-Slim's tables (name -> network
+function, name -> arg-scope function), kept as read-only views of the
+registry so that they always list exactly the registered networks.
 """
+import collections.abc
 import functools
 import importlib
 import pkgutil
@@ -16,12 +22,53 @@ from nets.registry import NetworkInfo, register_network  # noqa: F401  (public A
 
 
 def _import_all_families():
-  for module in pkgutil.iter_modules(nets.__path__):
-    if not module.name.startswith('_'):
-      importlib.import_module('nets.' + module.name)
+  for module in pkgutil.walk_packages(nets.__path__, prefix='nets.'):
+    if not any(part.startswith('_') for part in module.name.split('.')):
+      importlib.import_module(module.name)
 
 
 _import_all_families()
+
+
+class RegistryView(collections.abc.Mapping):
+  """A read-only mapping name -> one field of that name's NetworkInfo.
+
+  It reads the registry on every access, so it stays in step with
+  registrations made after import; register networks with
+  `register_network`, not by assigning into the view.
+  """
+
+  def __init__(self, field, public_name):
+    self._field = field
+    self._public_name = public_name
+
+  def __getitem__(self, name):
+    info = registry.find(name)
+    if info is None:
+      raise KeyError(registry.unknown_name_message('model_name', name,
+                                                   registry.names()))
+    return getattr(info, self._field)
+
+  def __iter__(self):
+    return iter(registry.names())
+
+  def __len__(self):
+    return len(registry.names())
+
+  def _read_only(self, *unused_args):
+    raise TypeError('nets_factory.%s is read-only: register a network with '
+                    'nets.registry.register_network(name, network_fn, '
+                    'arg_scope, default_image_size, ...)' % self._public_name)
+
+  __setitem__ = __delitem__ = _read_only
+
+  def __repr__(self):
+    return 'nets_factory.%s(%s)' % (self._public_name,
+                                    ', '.join(registry.names()))
+
+
+networks_map = RegistryView('network_fn', 'networks_map')
+arg_scopes_map = RegistryView('arg_scope', 'arg_scopes_map')
 
 
 def list_models(pattern='*'):
@@ -38,7 +85,9 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
 
   `num_classes` 0 or None builds the network without its classifier and returns
   the pre-logits features. `fn.default_image_size` is the size the published
-  checkpoint was trained at. Raises ValueError for an unknown name.
+  checkpoint was trained at; video networks (`get_info(name).num_frames` > 0)
+  take clips [batch, frames, height, width, 3] and also have
+  `fn.num_frames`. Raises ValueError for an unknown name.
   """
   info = registry.lookup(name)
 
@@ -49,4 +98,6 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
                              is_training=is_training, **kwargs)
 
   network_fn.default_image_size = info.default_image_size
+  if info.num_frames:
+    network_fn.num_frames = info.num_frames
   return network_fn

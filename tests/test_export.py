@@ -477,8 +477,21 @@ def randomize_variables(graph):
     graph.session.run(assigns, feed_dict=feeds)
 
 
+IMAGE_NETWORKS = [name for name in nets_factory.list_models()
+                  if not nets_factory.get_info(name).num_frames]
+
+
+def test_video_networks_are_refused_with_one_line():
+  video = sorted(set(nets_factory.list_models()) - set(IMAGE_NETWORKS))
+  assert video == ['i3d', 's3dg']
+  for name in video:
+    with pytest.raises(ValueError, match="model_name '%s' is a video network"
+                       % name):
+      exporter.make_spec(name, num_classes=10)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('name', nets_factory.list_models())
+@pytest.mark.parametrize('name', IMAGE_NETWORKS)
 def test_every_network_exports_a_saved_model_and_tflite_float(name, tmp_path):
   """Batch 1 at the network's default size, 10 classes, one random image:
   the SavedModel and the TFLite model give the graph's own logits."""

@@ -2,7 +2,9 @@
 
 The contract is tests/data/checkpoint_specs/<name>.json (variable names and
 shapes of the published TF-Slim checkpoint, end-point shapes at the default
-size). New registrations are picked up here automatically.
+size). New registrations are picked up here automatically; inputs come from
+the registration (NetworkInfo.input_shape: images, or clips for the video
+networks), never from the name.
 """
 import fnmatch
 import json
@@ -20,7 +22,10 @@ SPEC_DIR = os.path.join(os.path.dirname(__file__), 'data', 'checkpoint_specs')
 # Large graphs: still run in CI, deselected by the quick subset (-m "not slow").
 HEAVY = ('vgg_*', 'overfeat', 'alexnet_v2', 'inception_v4', 'inception_v3',
          'inception_resnet_v2', 'resnet_*_101', 'resnet_*_152', 'resnet_*_200',
-         'nasnet_large', 'pnasnet_large', 'nasnet_cifar')
+         'nasnet_large', 'pnasnet_large', 'nasnet_cifar', 'i3d', 's3dg')
+# Clips for the training step are cut to this many frames: a step on the
+# published 64 costs 4x as much, and 16 still leave 2 frames at the last stage.
+TRAIN_STEP_FRAMES = 16
 
 
 def _param(name):
@@ -55,7 +60,7 @@ def test_graph_matches_published_checkpoint(name):
   with tf.Graph().as_default():
     fn = nets_factory.get_network_fn(name, spec['num_classes'])
     assert fn.default_image_size == size
-    logits, end_points = fn(tf1.placeholder(tf.float32, [2, size, size, 3]))
+    logits, end_points = fn(tf1.placeholder(tf.float32, info.input_shape(2)))
     got = {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
   want = {n: s for n, s, _ in spec['variables']}
   missing = sorted(set(want) - set(got))
@@ -73,11 +78,13 @@ def test_graph_matches_published_checkpoint(name):
 @pytest.mark.parametrize('name', ALL)
 def test_training_step_is_finite_and_moves_every_variable(name):
   info = nets_factory.get_info(name)
-  size, num_classes = info.default_image_size, 7
+  num_classes = 7
+  shape = info.input_shape(
+      2, num_frames=min(info.num_frames, TRAIN_STEP_FRAMES) or None)
   rng = np.random.RandomState(0)
   with tf.Graph().as_default():
     tf1.set_random_seed(0)
-    images = tf.constant(rng.uniform(-1, 1, [2, size, size, 3]), tf.float32)
+    images = tf.constant(rng.uniform(-1, 1, shape), tf.float32)
     labels = tf.constant([1, 5])
     fn = nets_factory.get_network_fn(name, num_classes, weight_decay=1e-4,
                                      is_training=True)
@@ -103,13 +110,12 @@ def test_training_step_is_finite_and_moves_every_variable(name):
 
 
 @pytest.mark.parametrize('name', [p for p in ALL if p.values[0] in (
-    'lenet', 'cifarnet', 'mobilenet_v1_025')])
+    'lenet', 'cifarnet', 'mobilenet_v1_025', 'i3d')])
 def test_pre_logits_features_when_num_classes_is_zero(name):
   info = nets_factory.get_info(name)
-  size = info.default_image_size
   with tf.Graph().as_default():
     fn = nets_factory.get_network_fn(name, 0)
-    features, _ = fn(tf1.placeholder(tf.float32, [2, size, size, 3]))
+    features, _ = fn(tf1.placeholder(tf.float32, info.input_shape(2)))
     names = [v.op.name for v in tf1.global_variables()]
   assert features.shape[0] == 2
   assert not any(s in n for n in names for s in info.logits_scopes)

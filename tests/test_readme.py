@@ -60,3 +60,13 @@ def test_readme_recipe_adds_a_network_in_one_module(tmp_path):
     assert sorted(v.op.name for v in tf1.global_variables()) == [
         'TinyNet/conv1/biases', 'TinyNet/conv1/weights',
         'TinyNet/logits/biases', 'TinyNet/logits/weights']
+
+
+def test_readme_tf_slim_paths_run_as_tf_slim_code():
+  namespace = {}
+  with tf.Graph().as_default():
+    exec(compile(readme_block('tf_slim'), 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  assert namespace['logits'].shape.as_list() == [2, 400]
+  assert namespace['end_points']['Mixed_5c'].shape.as_list() == [
+      2, 8, 7, 7, 1024]
+  assert namespace['net'].shape.as_list() == [2, 12, 12, 768]

@@ -226,6 +226,9 @@ BAD_INPUTS = {
                 r'\(known: cifar10, digits, flowers'),
     'model': (['--model_name=lenett'],
               r"unknown model_name 'lenett'; did you mean 'lenet'\?"),
+    'video_model': (['--model_name=i3d'],
+                    r"model_name 'i3d' is a video network: it takes clips "
+                    r'\[batch, 64 frames, 224, 224, 3\]'),
     'preprocessing': (['--preprocessing_name=incepton'],
                       r"unknown preprocessing_name 'incepton'"),
     'optimizer': (['--optimizer=adamw'],

@@ -4,15 +4,15 @@ One searched cell does everything: the stem (`cell_stem_0/1`, after the same
 3x3/2 conv as NASNet) and the body are all PNASNet-5 cells, the ones at 1/3 and
 2/3 of depth built with stride 2 and doubled filters instead of separate
 reduction cells. The cell machinery, stem, aux head and classifier are
-NASNet's (nets/nasnet_utils.py, nets/nasnet.py).
+NASNet's (nets/nasnet/nasnet_utils.py, nets/nasnet/nasnet.py).
   build_pnasnet_mobile  224 ImageNet, 9 cells of 54 filters.
   build_pnasnet_large   331 ImageNet, 12 cells of 216 filters.
 """
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-from nets import nasnet
-from nets import nasnet_utils
+from nets.nasnet import nasnet
+from nets.nasnet import nasnet_utils
 from nets.registry import register_network
 
 

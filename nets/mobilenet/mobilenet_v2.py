@@ -16,8 +16,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-from nets import mobilenet_base as lib
-from nets import mobilenet_conv_blocks as ops
+from nets.mobilenet import mobilenet as lib
+from nets.mobilenet import conv_blocks as ops
 from nets.registry import register_network
 
 op = lib.op
@@ -88,7 +88,7 @@ def mobilenet(input_tensor,
     min_depth: lower bound of every thinned depth (default 8).
     divisible_by: every thinned depth is a multiple of this (default 8).
     activation_fn: replaces ReLU6 as the activation of the convolutions.
-    **kwargs: passed to mobilenet_base.mobilenet: is_training, prediction_fn,
+    **kwargs: passed to mobilenet.mobilenet: is_training, prediction_fn,
       reuse, base_only, final_endpoint, output_stride, use_explicit_padding.
 
   Returns:
@@ -129,7 +129,7 @@ def mobilenet_base(input_tensor, depth_multiplier=1.0, **kwargs):
 
 
 def training_scope(**kwargs):
-  """mobilenet_base.training_scope: weight_decay, stddev, dropout_keep_prob,
+  """mobilenet.training_scope: weight_decay, stddev, dropout_keep_prob,
   bn_decay, is_training."""
   return lib.training_scope(**kwargs)
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-from nets import nasnet_utils
+from nets.nasnet import nasnet_utils
 from nets.registry import register_network
 
 tf1 = tf.compat.v1

@@ -20,8 +20,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-from nets import mobilenet_base as lib
-from nets import mobilenet_conv_blocks as ops
+from nets.mobilenet import mobilenet as lib
+from nets.mobilenet import conv_blocks as ops
 from nets.registry import register_network
 
 op = lib.op
@@ -230,7 +230,7 @@ def mobilenet(input_tensor,
     conv_defs: architecture (V3_LARGE if None).
     finegrain_classification_mode: keep the last layer at its full depth
       whatever the multiplier (ignored if final_endpoint stops earlier).
-    **kwargs: passed to mobilenet_base.mobilenet: is_training, prediction_fn,
+    **kwargs: passed to mobilenet.mobilenet: is_training, prediction_fn,
       reuse, base_only, final_endpoint, output_stride, use_explicit_padding.
 
   Returns:

@@ -5,7 +5,7 @@ linear 1x1 projection, with a skip connection when shapes allow), the
 squeeze-and-excite gate of v3, hard-swish, and the channel rounding shared by
 the family. Scope and tensor names ('expand', 'depthwise', 'project',
 'squeeze_excite', '*_output') follow TF-Slim's published checkpoints; the
-builder in nets/mobilenet_base.py turns the '*output' tensors into end points.
+builder in nets/mobilenet/mobilenet.py turns the '*output' tensors into end points.
 """
 import functools
 

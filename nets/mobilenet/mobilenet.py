@@ -19,7 +19,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-from nets import mobilenet_conv_blocks as blocks
+from nets.mobilenet import conv_blocks as blocks
 
 tf1 = tf.compat.v1
 
