@@ -117,9 +117,12 @@ def checkpoints():
   if not F.wait_for_checkpoints:
     yield classifier.resolve_checkpoint(F.checkpoint_path)
     return
-  if not tf.io.gfile.isdir(F.checkpoint_path):
-    raise ValueError("--wait_for_checkpoints needs a directory, got "
-                     "--checkpoint_path '%s'" % F.checkpoint_path)
+  # A directory that is not there yet is waited for: the evaluator may start
+  # before training has written anything.
+  if (tf.io.gfile.exists(F.checkpoint_path) and
+      not tf.io.gfile.isdir(F.checkpoint_path)):
+    raise ValueError("--wait_for_checkpoints follows a directory; "
+                     "--checkpoint_path '%s' is a file" % F.checkpoint_path)
   if F.max_checkpoints is not None and F.max_checkpoints < 1:
     raise ValueError('--max_checkpoints must be at least 1, got %d' %
                      F.max_checkpoints)
@@ -130,6 +133,8 @@ def checkpoints():
     progress.print_now('Waiting for a new checkpoint in %s%s' % (
         F.checkpoint_path, ' (at most %ss)' % F.eval_timeout_secs
         if F.eval_timeout_secs is not None else ''))
+  progress.print_now('No new checkpoint in %s for %ss: done' % (
+      F.checkpoint_path, F.eval_timeout_secs))
 
 
 def done_waiting(evaluated, step):

@@ -308,6 +308,32 @@ def test_wait_for_checkpoints_builds_the_eval_curve(digits_run, tmp_path):
   assert [step for step, _ in scalars(events(eval_dir), 'Accuracy')] == [20, 25]
 
 
+def test_wait_for_checkpoints_waits_for_a_directory_not_there_yet(tmp_path):
+  """The evaluator may start before training has made its directory; a file
+  is refused with one line."""
+  train_dir = str(tmp_path / 'not_yet')
+  digits_dir = str(tmp_path / 'digits')
+  converters.convert('digits', digits_dir, stream=open(os.devnull, 'w'))
+  waited = subprocess.run(
+      [sys.executable, EVAL] + list(eval_args(
+          digits_dir, train_dir, '--wait_for_checkpoints',
+          '--eval_interval_secs=1', '--eval_timeout_secs=2')),
+      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert waited.returncode == 0, waited.stderr[-3000:]
+  assert waited.stdout.splitlines() == [
+      'No new checkpoint in %s for 2s: done' % train_dir]
+  a_file = tmp_path / 'model.ckpt'
+  a_file.write_text('')
+  refused = subprocess.run(
+      [sys.executable, EVAL] + list(eval_args(
+          digits_dir, str(a_file), '--wait_for_checkpoints')),
+      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert refused.returncode == 1
+  assert refused.stderr.strip().splitlines()[-1] == (
+      "eval_image_classifier: error: --wait_for_checkpoints follows a "
+      "directory; --checkpoint_path '%s' is a file" % a_file)
+
+
 @pytest.mark.slow
 def test_a_checkpoint_deleted_before_its_evaluation_is_skipped(
     digits_run, tmp_path, monkeypatch, capsys):
