@@ -117,15 +117,6 @@ def checkpoints():
   if not F.wait_for_checkpoints:
     yield classifier.resolve_checkpoint(F.checkpoint_path)
     return
-  # A directory that is not there yet is waited for: the evaluator may start
-  # before training has written anything.
-  if (tf.io.gfile.exists(F.checkpoint_path) and
-      not tf.io.gfile.isdir(F.checkpoint_path)):
-    raise ValueError("--wait_for_checkpoints follows a directory; "
-                     "--checkpoint_path '%s' is a file" % F.checkpoint_path)
-  if F.max_checkpoints is not None and F.max_checkpoints < 1:
-    raise ValueError('--max_checkpoints must be at least 1, got %d' %
-                     F.max_checkpoints)
   for path in tf.train.checkpoints_iterator(
       F.checkpoint_path, min_interval_secs=F.eval_interval_secs,
       timeout=F.eval_timeout_secs):
@@ -137,6 +128,21 @@ def checkpoints():
       F.checkpoint_path, F.eval_timeout_secs))
 
 
+def check_follow_flags():
+  """--wait_for_checkpoints' flags, before anything is built."""
+  if not F.wait_for_checkpoints:
+    return
+  # A directory that is not there yet is waited for: the evaluator may start
+  # before training has written anything.
+  if (tf.io.gfile.exists(F.checkpoint_path) and
+      not tf.io.gfile.isdir(F.checkpoint_path)):
+    raise ValueError("--wait_for_checkpoints follows a directory; "
+                     "--checkpoint_path '%s' is a file" % F.checkpoint_path)
+  if F.max_checkpoints is not None and F.max_checkpoints < 1:
+    raise ValueError('--max_checkpoints must be at least 1, got %d' %
+                     F.max_checkpoints)
+
+
 def done_waiting(evaluated, step):
   """Whether --wait_for_checkpoints stops after `evaluated` evaluations, the
   last of a checkpoint of global step `step`."""
@@ -145,7 +151,9 @@ def done_waiting(evaluated, step):
 
 
 def checkpoint_dir():
-  if tf.io.gfile.isdir(F.checkpoint_path):
+  """--checkpoint_path when it is a directory or is followed as one (it may
+  not exist yet), else the directory of the checkpoint file."""
+  if F.wait_for_checkpoints or tf.io.gfile.isdir(F.checkpoint_path):
     return F.checkpoint_path
   return os.path.dirname(F.checkpoint_path) or '.'
 
@@ -230,6 +238,7 @@ def main(_):
     if exported:
       evaluate_export(dataset)
       return 0
+    check_follow_flags()
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu)
     deployment.check_devices_available()
