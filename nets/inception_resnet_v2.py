@@ -325,4 +325,6 @@ register_network('inception_resnet_v2', inception_resnet_v2,
                  inception_resnet_v2_arg_scope, default_image_size=299,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionResnetV2/Logits',
-                                'InceptionResnetV2/AuxLogits'))
+                                'InceptionResnetV2/AuxLogits'),
+                 published=(
+                     'inception_resnet_v2_2016_08_30.tar.gz', 80.4, 95.3))

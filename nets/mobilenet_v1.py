@@ -295,4 +295,12 @@ for _name, _fn in (('mobilenet_v1', mobilenet_v1),
                    ('mobilenet_v1_025', mobilenet_v1_025)):
   register_network(_name, _fn, mobilenet_v1_arg_scope, default_image_size=224,
                    num_classes=1001, preprocessing_name='inception',
-                   logits_scopes=('MobilenetV1/Logits',))
+                   logits_scopes=('MobilenetV1/Logits',),
+                   # Each file name ends with the size it was trained at.
+                   published={
+                       'mobilenet_v1': ('mobilenet_v1_1.0_224.tgz', 70.9, 89.9),
+                       'mobilenet_v1_050': (
+                           'mobilenet_v1_0.5_160.tgz', 59.1, 81.9),
+                       'mobilenet_v1_025': (
+                           'mobilenet_v1_0.25_128.tgz', 41.5, 66.3),
+                   }.get(_name))

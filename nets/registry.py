@@ -2,15 +2,25 @@
 
 A registration carries what the rest of the system needs to know about a network
 (image size, frames per clip for video networks, classes and label offset of its
-published checkpoint, preprocessing, classifier scopes), so scripts and tests
-read it instead of keeping parallel tables.
+published checkpoint, the checkpoint's file and accuracy, preprocessing,
+classifier scopes), so scripts, tests and the README's zoo table
+(write_zoo_table.py) read it instead of keeping parallel tables.
 """
 import dataclasses
 import difflib
 import fnmatch
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import tf_compat  # noqa: F401
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedCheckpoint:
+  """A checkpoint as TF-Slim's README lists it: the archive's file name and its
+  single-crop ImageNet accuracy in percent (None where the README gives none)."""
+  file_name: str
+  top1: Optional[float] = None
+  top5: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,11 +34,31 @@ class NetworkInfo:
   preprocessing_name: str = 'inception'
   logits_scopes: Tuple[str, ...] = ()  # classifier scopes, excluded when fine-tuning
   num_frames: int = 0  # frames per clip of a video network; 0: images
+  # What to pass as --labels_offset on the dataset the checkpoint was trained
+  # on, as converted here: ImageNet records keep TF-Slim's 'background' at
+  # label 0 (1001 classes), so a 1000-class checkpoint (VGG, ResNet v1) needs 1.
+  labels_offset: int = 0
+  published: Optional[PublishedCheckpoint] = None  # None: TF-Slim publishes none
 
-  @property
-  def labels_offset(self):
-    """1 when the published checkpoint reserves class 0 for 'background'."""
-    return 1 if self.num_classes == 1001 else 0
+  def fine_tuning_exclusions(self, num_classes, exclude_scopes=()):
+    """(scopes not to restore from a checkpoint of this network, why).
+
+    The user's `exclude_scopes` win. Otherwise a network built for another
+    class count than the published checkpoint's cannot take its classifier,
+    so the registered classifier scopes are left out and `why` is the line
+    saying so; `why` is '' when nothing is left out on our own account.
+    """
+    if exclude_scopes:
+      return tuple(exclude_scopes), ''
+    if num_classes == self.num_classes or not self.logits_scopes:
+      return (), ''
+    why = ('Fine-tuning %s for %d classes (its checkpoint has %d): not restoring'
+           ' %s' % (self.name, num_classes, self.num_classes,
+                    ', '.join(self.logits_scopes)))
+    if self.labels_offset and num_classes == self.num_classes + self.labels_offset:
+      why += ("; on ImageNet records, --labels_offset=%d keeps the checkpoint's"
+              ' classifier' % self.labels_offset)
+    return self.logits_scopes, why
 
   @property
   def input_rank(self):
@@ -53,20 +83,39 @@ _NETWORKS = {}
 
 def register_network(name, network_fn, arg_scope, default_image_size,
                      num_classes=1001, preprocessing_name='inception',
-                     logits_scopes=(), num_frames=0):
+                     logits_scopes=(), num_frames=0, labels_offset=0,
+                     published=None):
   """Registers a network under `name`; a name can be registered once.
 
   `num_frames` > 0 marks a video network: its inputs are clips
   [batch, num_frames, height, width, 3], num_frames being the published
-  clip length.
+  clip length. `labels_offset` is what a user passes as --labels_offset to
+  use the published checkpoint on its own dataset; `published` is
+  (file name, top-1 %, top-5 %) of the checkpoint as TF-Slim's README lists
+  it, or None when it lists none.
+
+  The registration is where the default image size is written: it becomes
+  `network_fn.default_image_size`, which TF-Slim code reads; a function
+  that already carries another size is refused, so the two cannot drift.
   """
   if name in _NETWORKS:
     raise ValueError('network name %r is registered twice' % name)
   if num_frames < 0:
     raise ValueError('num_frames of %r must be >= 0, got %r' % (name, num_frames))
-  info = NetworkInfo(name, network_fn, arg_scope, int(default_image_size),
-                     int(num_classes), preprocessing_name, tuple(logits_scopes),
-                     int(num_frames))
+  if not 0 <= labels_offset < num_classes:
+    raise ValueError('labels_offset of %r must be in [0, %d), got %r'
+                     % (name, num_classes, labels_offset))
+  size = int(default_image_size)
+  written = getattr(network_fn, 'default_image_size', size)
+  if written != size:
+    raise ValueError('%r is registered with default_image_size %d but its '
+                     'function says %r' % (name, size, written))
+  network_fn.default_image_size = size
+  if published is not None and not isinstance(published, PublishedCheckpoint):
+    published = PublishedCheckpoint(*published)
+  info = NetworkInfo(name, network_fn, arg_scope, size, int(num_classes),
+                     preprocessing_name, tuple(logits_scopes), int(num_frames),
+                     int(labels_offset), published)
   _NETWORKS[name] = info
   return info
 

@@ -181,5 +181,11 @@ for _network in (resnet_v1_50, resnet_v1_101, resnet_v1_152, resnet_v1_200):
   registry.register_network(
       _network.__name__, _network, resnet_arg_scope,
       _network.default_image_size, num_classes=1000,
-      preprocessing_name='vgg', logits_scopes=(_network.__name__ + '/logits',))
+      preprocessing_name='vgg', logits_scopes=(_network.__name__ + '/logits',),
+      labels_offset=1,
+      published={
+          'resnet_v1_50': ('resnet_v1_50_2016_08_28.tar.gz', 75.2, 92.2),
+          'resnet_v1_101': ('resnet_v1_101_2016_08_28.tar.gz', 76.4, 92.9),
+          'resnet_v1_152': ('resnet_v1_152_2016_08_28.tar.gz', 76.8, 93.2),
+      }.get(_network.__name__))
 del _network

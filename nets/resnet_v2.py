@@ -162,5 +162,10 @@ for _network in (resnet_v2_50, resnet_v2_101, resnet_v2_152, resnet_v2_200):
   registry.register_network(
       _network.__name__, _network, resnet_arg_scope,
       _network.default_image_size, num_classes=1001,
-      preprocessing_name='vgg', logits_scopes=(_network.__name__ + '/logits',))
+      preprocessing_name='vgg', logits_scopes=(_network.__name__ + '/logits',),
+      published={
+          'resnet_v2_50': ('resnet_v2_50_2017_04_14.tar.gz', 75.6, 92.8),
+          'resnet_v2_101': ('resnet_v2_101_2017_04_14.tar.gz', 77.0, 93.7),
+          'resnet_v2_152': ('resnet_v2_152_2017_04_14.tar.gz', 77.8, 94.1),
+      }.get(_network.__name__))
 del _network

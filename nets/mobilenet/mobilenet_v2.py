@@ -148,8 +148,10 @@ mobilenet_v2_035 = _variant(depth_multiplier=0.35,
 
 _LOGITS = ('MobilenetV2/Logits',)
 register_network('mobilenet_v2', mobilenet, training_scope, 224,
-                 logits_scopes=_LOGITS)
+                 logits_scopes=_LOGITS,
+                 published=('mobilenet_v2_1.0_224.tgz', 71.9, 91.0))
 register_network('mobilenet_v2_140', mobilenet_v2_140, training_scope, 224,
-                 logits_scopes=_LOGITS)
+                 logits_scopes=_LOGITS,
+                 published=('mobilenet_v2_1.4_224.tgz', 74.9, 92.5))
 register_network('mobilenet_v2_035', mobilenet_v2_035, training_scope, 224,
                  logits_scopes=_LOGITS)
