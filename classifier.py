@@ -189,12 +189,14 @@ def checkpoint_mismatches(checkpoint_shapes, wanted):
   return missing, wrong
 
 
-def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars):
+def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
+                      note=''):
   """Scaffold init_fn restoring model variables not excluded, after checking
   names and shapes against the checkpoint (the mismatches are listed).
 
   MonitoredTrainingSession calls it only when the model_dir has no
-  checkpoint of its own, so a restarted run resumes instead.
+  checkpoint of its own, so a restarted run resumes instead; `note` is
+  printed then, when the restore happens.
   """
   checkpoint = resolve_checkpoint(checkpoint_path)
   exclusions = [s.rstrip('/') for s in exclude_scopes or ()]
@@ -221,7 +223,12 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars):
   tf1.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint,
                    len(chosen))
   saver = tf1.train.Saver(chosen)
-  return lambda scaffold, session: saver.restore(session, checkpoint)
+
+  def init_fn(unused_scaffold, session):
+    if note:
+      print(note, flush=True)
+    saver.restore(session, checkpoint)
+  return init_fn
 
 
 # -- the model_fn ------------------------------------------------------------
@@ -285,7 +292,7 @@ def model_fn(features, labels, mode, params, config=None):
   """Classification model_fn; params['classifier'] is a ClassifierParams;
   config (the RunConfig) says whether this task is the chief."""
   p = params['classifier']
-  image_network_info(p.model_name)
+  info = image_network_info(p.model_name)
   is_training = mode == est.ModeKeys.TRAIN
   network_fn = nets_factory.get_network_fn(
       p.model_name, p.num_classes, weight_decay=p.weight_decay,
@@ -342,9 +349,10 @@ def model_fn(features, labels, mode, params, config=None):
           train_op = ema.apply(slim.get_model_variables())
     init_fn = None
     if p.checkpoint_path:
-      init_fn = fine_tune_init_fn(p.checkpoint_path,
-                                  p.checkpoint_exclude_scopes,
-                                  p.ignore_missing_vars)
+      exclude_scopes, why = info.fine_tuning_exclusions(
+          p.num_classes, p.checkpoint_exclude_scopes)
+      init_fn = fine_tune_init_fn(p.checkpoint_path, exclude_scopes,
+                                  p.ignore_missing_vars, note=why)
     hooks.append(progress.TrainingProgressHook(
         model.total_loss, images_per_batch, p.log_every_n_steps,
         max_steps=p.max_steps,
