@@ -350,7 +350,8 @@ def model_fn(features, labels, mode, params, config=None):
     init_fn = None
     if p.checkpoint_path:
       exclude_scopes, why = info.fine_tuning_exclusions(
-          p.num_classes, p.checkpoint_exclude_scopes)
+          p.num_classes, p.checkpoint_exclude_scopes, dict(
+              tf.train.list_variables(resolve_checkpoint(p.checkpoint_path))))
       init_fn = fine_tune_init_fn(p.checkpoint_path, exclude_scopes,
                                   p.ignore_missing_vars, note=why)
     hooks.append(progress.TrainingProgressHook(

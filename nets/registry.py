@@ -40,22 +40,37 @@ class NetworkInfo:
   labels_offset: int = 0
   published: Optional[PublishedCheckpoint] = None  # None: TF-Slim publishes none
 
-  def fine_tuning_exclusions(self, num_classes, exclude_scopes=()):
+  def classifier_classes(self, checkpoint_shapes):
+    """The classes of the classifier in a checkpoint of this network (its
+    {name: shape}): the length of a bias under the classifier scopes; None
+    if the checkpoint has no classifier."""
+    for name, shape in sorted(checkpoint_shapes.items()):
+      if (name.endswith('/biases') and len(shape) == 1 and
+          any(name.startswith(s + '/') for s in self.logits_scopes)):
+        return int(shape[0])
+    return None
+
+  def fine_tuning_exclusions(self, num_classes, exclude_scopes=(),
+                             checkpoint_shapes=None):
     """(scopes not to restore from a checkpoint of this network, why).
 
     The user's `exclude_scopes` win. Otherwise a network built for another
-    class count than the published checkpoint's cannot take its classifier,
-    so the registered classifier scopes are left out and `why` is the line
-    saying so; `why` is '' when nothing is left out on our own account.
+    class count than the checkpoint's cannot take its classifier, so the
+    registered classifier scopes are left out and `why` is the line saying
+    so. The checkpoint's classes are read from `checkpoint_shapes` ({name:
+    shape}) when given, else the published checkpoint's are assumed; `why`
+    is '' when nothing is left out on our own account.
     """
     if exclude_scopes:
       return tuple(exclude_scopes), ''
-    if num_classes == self.num_classes or not self.logits_scopes:
+    classes = self.classifier_classes(checkpoint_shapes or {}) or self.num_classes
+    if num_classes == classes or not self.logits_scopes:
       return (), ''
-    why = ('Fine-tuning %s for %d classes (its checkpoint has %d): not restoring'
-           ' %s' % (self.name, num_classes, self.num_classes,
-                    ', '.join(self.logits_scopes)))
-    if self.labels_offset and num_classes == self.num_classes + self.labels_offset:
+    why = ('Fine-tuning %s for %d classes (the checkpoint has %d): not '
+           'restoring %s' % (self.name, num_classes, classes,
+                             ', '.join(self.logits_scopes)))
+    if (self.labels_offset and classes == self.num_classes and
+        num_classes == self.num_classes + self.labels_offset):
       why += ("; on ImageNet records, --labels_offset=%d keeps the checkpoint's"
               ' classifier' % self.labels_offset)
     return self.logits_scopes, why

@@ -1,5 +1,6 @@
 """The registry is the one table: what it records, the fine-tuning rule that
 reads it, and the README's zoo table written from it."""
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ from nets import lenet, nets_factory, registry
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
+SPEC_DIR = os.path.join(ROOT, 'tests', 'data', 'checkpoint_specs')
 # Networks whose TF-Slim checkpoint has 1000 classes: on TF-Slim's ImageNet
 # records (1001, 'background' at 0) they take --labels_offset=1.
 THOUSAND_CLASS = ('vgg_16', 'vgg_19', 'resnet_v1_50', 'resnet_v1_101',
@@ -78,8 +80,34 @@ def test_a_function_saying_another_image_size_is_refused(scratch_registry):
 def test_fine_tuning_for_other_classes_leaves_the_classifier_out():
   scopes, why = nets_factory.get_info('inception_v3').fine_tuning_exclusions(5)
   assert scopes == ('InceptionV3/Logits', 'InceptionV3/AuxLogits')
-  assert why == ('Fine-tuning inception_v3 for 5 classes (its checkpoint has '
+  assert why == ('Fine-tuning inception_v3 for 5 classes (the checkpoint has '
                  '1001): not restoring InceptionV3/Logits, InceptionV3/AuxLogits')
+
+
+def test_a_checkpoint_with_the_networks_classes_is_restored_whole():
+  """A checkpoint of one's own 5-class fine-tuning keeps its classifier."""
+  info = nets_factory.get_info('inception_v3')
+  own = {'InceptionV3/Conv2d_1a_3x3/weights': [3, 3, 3, 32],
+         'InceptionV3/AuxLogits/Conv2d_2b_1x1/biases': [5],
+         'InceptionV3/Logits/Conv2d_1c_1x1/biases': [5]}
+  assert info.fine_tuning_exclusions(5, (), own) == ((), '')
+  scopes, why = info.fine_tuning_exclusions(7, (), own)
+  assert scopes == info.logits_scopes and '(the checkpoint has 5)' in why
+
+
+@pytest.mark.parametrize('name', nets_factory.list_models())
+def test_the_classifier_classes_of_each_published_checkpoint_are_read(name):
+  path = os.path.join(SPEC_DIR, name + '.json')
+  if not os.path.exists(path):
+    pytest.skip('no published-checkpoint spec for %s' % name)
+  with open(path) as f:
+    spec = json.load(f)
+  shapes = {n: s for n, s, _ in spec['variables']}
+  info = nets_factory.get_info(name)
+  assert info.classifier_classes(shapes) == spec['num_classes']
+  features_only = {n: s for n, s in shapes.items()
+                   if not any(n.startswith(l + '/') for l in info.logits_scopes)}
+  assert info.classifier_classes(features_only) is None
 
 
 def test_fine_tuning_for_the_checkpoints_classes_restores_everything():
@@ -137,7 +165,7 @@ def test_train_script_fine_tunes_a_10_class_checkpoint_on_3_classes(tmp_path):
       cwd=ROOT, capture_output=True, text=True, timeout=600,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
   assert result.returncode == 0, result.stderr[-3000:]
-  assert ('Fine-tuning lenet for 3 classes (its checkpoint has 10): not '
+  assert ('Fine-tuning lenet for 3 classes (the checkpoint has 10): not '
           'restoring LeNet/fc4\n') in result.stdout
   tuned = tf.train.latest_checkpoint(train_dir)
   assert tf.train.load_variable(tuned, 'LeNet/fc4/biases').shape == (3,)
