@@ -71,7 +71,11 @@ def main(_):
     with open(F.readme) as f:
       text = f.read()
     updated = replace_table(text, table(), F.readme)
-  except (OSError, ValueError) as e:
+  except OSError as e:
+    print('write_zoo_table: error: cannot read --readme %s: %s' % (
+        F.readme, e.strerror), file=sys.stderr)
+    return 1
+  except ValueError as e:
     print('write_zoo_table: error: %s' % e, file=sys.stderr)
     return 1
   if F.check:
