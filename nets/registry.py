@@ -16,8 +16,8 @@ import tf_compat  # noqa: F401
 
 @dataclasses.dataclass(frozen=True)
 class PublishedCheckpoint:
-  """A checkpoint as TF-Slim's README lists it: the archive's file name and its
-  single-crop ImageNet accuracy in percent (None where the README gives none)."""
+  """A checkpoint as TF-Slim's README lists it: the archive's file name and
+  its single-crop ImageNet accuracy in percent (None where it gives none)."""
   file_name: str
   top1: Optional[float] = None
   top5: Optional[float] = None
@@ -38,7 +38,7 @@ class NetworkInfo:
   # on, as converted here: ImageNet records keep TF-Slim's 'background' at
   # label 0 (1001 classes), so a 1000-class checkpoint (VGG, ResNet v1) needs 1.
   labels_offset: int = 0
-  published: Optional[PublishedCheckpoint] = None  # None: TF-Slim publishes none
+  published: Optional[PublishedCheckpoint] = None  # None: TF-Slim lists none
 
   def classifier_classes(self, checkpoint_shapes):
     """The classes of the classifier in a checkpoint of this network (its
@@ -63,7 +63,8 @@ class NetworkInfo:
     """
     if exclude_scopes:
       return tuple(exclude_scopes), ''
-    classes = self.classifier_classes(checkpoint_shapes or {}) or self.num_classes
+    classes = (self.classifier_classes(checkpoint_shapes or {}) or
+               self.num_classes)
     if num_classes == classes or not self.logits_scopes:
       return (), ''
     why = ('Fine-tuning %s for %d classes (the checkpoint has %d): not '
