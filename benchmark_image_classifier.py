@@ -80,7 +80,7 @@ def measure_harness(job):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import classifier  # pylint: disable=import-outside-toplevel
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
-  from deployment import estimator as est  # pylint: disable=import-outside-toplevel
+  from runner import estimator as est  # pylint: disable=import-outside-toplevel
   from deployment import model_deploy  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
 

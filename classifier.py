@@ -18,7 +18,7 @@ import eval_report
 import progress
 from datasets import dataset_factory, reader
 from deployment import cluster
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 from nets import nets_factory, registry
 from preprocessing import preprocessing_factory

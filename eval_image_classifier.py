@@ -46,7 +46,7 @@ import eval_report
 import progress
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import exporter
 from deployment import inference
 from deployment import model_deploy

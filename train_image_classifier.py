@@ -27,7 +27,7 @@ import classifier
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import cluster
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1

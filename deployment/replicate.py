@@ -46,7 +46,7 @@ import threading
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import classifier
 from datasets import converters, dataset_factory, dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import exporter, inference
 from nets import nets_factory
 

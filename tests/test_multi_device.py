@@ -6,7 +6,7 @@ import tensorflow as tf
 import tf_keras
 import tf_slim as slim
 
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 from deployment.replicate import replicate_model_fn
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import classifier
 from datasets import converters, dataset_factory, dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1

@@ -27,7 +27,7 @@ import classifier
 import eval_report
 import progress
 from datasets import converters, dataset_factory, dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1
