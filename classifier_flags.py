@@ -30,33 +30,37 @@ TRAINING_FIELDS = ('weight_decay', 'label_smoothing', 'ignore_missing_vars',
                    'log_every_n_steps')
 
 
-def define_shared_flags(batch_size, dataset_split_name):
+def define_shared_flags(batch_size, dataset_split_name, flag_values=F):
   """The flags of both scripts; the arguments are the script's defaults."""
+  on = {'flag_values': flag_values}
   # Dataset.
-  flags.DEFINE_string('dataset_name', 'imagenet',
-                      'Dataset to read (see datasets/dataset_factory.py).')
+  flags.DEFINE_string('dataset_name', 'imagenet', 'Dataset to read (see '
+                      'datasets/dataset_factory.py).', **on)
   flags.DEFINE_string('dataset_split_name', dataset_split_name,
-                      'Split of the dataset to read.')
+                      'Split of the dataset to read.', **on)
   flags.DEFINE_string('dataset_dir', None,
-                      'Directory of the converted dataset.')
-  flags.DEFINE_integer('labels_offset', 0,
-                       'Subtracted from labels (1 drops ImageNet background).')
-  flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.')
+                      'Directory of the converted dataset.', **on)
+  flags.DEFINE_integer('labels_offset', 0, 'Subtracted from labels (1 drops '
+                       'ImageNet background).', **on)
+  flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.', **on)
   flags.DEFINE_integer('num_preprocessing_threads', 4,
-                       'Parallel decode/preprocess calls.')
+                       'Parallel decode/preprocess calls.', **on)
   # Network.
-  flags.DEFINE_string('model_name', 'inception_v3', 'Network to use.')
+  flags.DEFINE_string('model_name', 'inception_v3', 'Network to use.', **on)
   flags.DEFINE_string('preprocessing_name', None,
-                      'Preprocessing; defaults to the network\'s.')
+                      'Preprocessing; defaults to the network\'s.', **on)
   flags.DEFINE_bool('use_grayscale', False,
-                    'Whether to convert input images to grayscale.')
-  define_flags_of(classifier.ClassifierParams, ['moving_average_decay'])
+                    'Whether to convert input images to grayscale.', **on)
+  define_flags_of(classifier.ClassifierParams, ['moving_average_decay'],
+                  flag_values)
   # Devices.
   flags.DEFINE_integer('batch_size', batch_size,
                        'Images per clone: a batch (a training step) is '
-                       'batch_size x num_clones images.')
-  flags.DEFINE_integer('num_clones', 1, 'Model clones to deploy (one per GPU).')
-  flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.')
+                       'batch_size x num_clones images.', **on)
+  flags.DEFINE_integer('num_clones', 1,
+                       'Model clones to deploy (one per GPU).', **on)
+  flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.',
+                       **on)
   # Session settings of both scripts (threads, precision) go here, read by
   # session_config().
 
@@ -75,7 +79,7 @@ def _flag_type(field):
   return kinds[0] if kinds else field.type
 
 
-def define_flags_of(params_class, names=None):
+def define_flags_of(params_class, names=None, flag_values=F):
   """One flag per field of the dataclass `params_class` made with
   optimization.flag_field (or those of `names`): the field's name, default
   and help."""
@@ -84,27 +88,28 @@ def define_flags_of(params_class, names=None):
                                         field.name not in names):
       continue
     _DEFINE[_flag_type(field)](field.name, field.default,
-                               field.metadata['help'])
+                               field.metadata['help'], flag_values=flag_values)
 
 
-def params_from_flags(params_class, names=None):
+def params_from_flags(params_class, names=None, flag_values=F):
   """{field: flag value} of the fields `define_flags_of` made flags of."""
-  return {field.name: getattr(F, field.name)
+  return {field.name: getattr(flag_values, field.name)
           for field in dataclasses.fields(params_class)
           if 'help' in field.metadata and (names is None or
                                            field.name in names)}
 
 
-def define_training_flags():
+def define_training_flags(flag_values=F):
   """TF-Slim's optimizer, learning-rate and replica flags, and the model_fn's
   training flags (weight decay, label smoothing...)."""
-  define_flags_of(optimization.OptimizerParams)
-  define_flags_of(classifier.ClassifierParams, TRAINING_FIELDS)
+  define_flags_of(optimization.OptimizerParams, flag_values=flag_values)
+  define_flags_of(classifier.ClassifierParams, TRAINING_FIELDS, flag_values)
 
 
-def optimizer_params():
+def optimizer_params(flag_values=F):
   return optimization.OptimizerParams(
-      **params_from_flags(optimization.OptimizerParams))
+      **params_from_flags(optimization.OptimizerParams,
+                          flag_values=flag_values))
 
 
 def split_scopes(text):
