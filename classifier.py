@@ -180,8 +180,8 @@ def model_fn(features, labels, mode, params, config=None):
     init_fn = None
     if p.checkpoint_path:
       init_fn = fine_tuning.fine_tune_init_fn(p.checkpoint_path,
-                                  p.checkpoint_exclude_scopes,
-                                  p.ignore_missing_vars)
+                                              p.checkpoint_exclude_scopes,
+                                              p.ignore_missing_vars)
     hooks.append(progress.TrainingProgressHook(
         model.total_loss, images_per_batch, p.log_every_n_steps,
         max_steps=p.max_steps,
