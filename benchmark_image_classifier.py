@@ -79,8 +79,9 @@ def measure_harness(job):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import classifier  # pylint: disable=import-outside-toplevel
+  import optimization  # pylint: disable=import-outside-toplevel
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
-  from deployment import estimator as est  # pylint: disable=import-outside-toplevel
+  from runner import estimator as est  # pylint: disable=import-outside-toplevel
   from deployment import model_deploy  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
 
@@ -117,8 +118,8 @@ def measure_harness(job):
   params = classifier.ClassifierParams(
       model_name=model, num_classes=num_classes, batch_size=job['batch'] // clones,
       num_samples_per_epoch=10 ** 6, summarize_activations=False,
-      optimizer=classifier.OptimizerParams(optimizer='momentum',
-                                           learning_rate=0.001),
+      optimizer=optimization.OptimizerParams(optimizer='momentum',
+                                             learning_rate=0.001),
       deployment=model_deploy.DeploymentConfig(num_clones=clones,
                                                clone_on_cpu=clones > 1),
       log_every_n_steps=10 ** 9)

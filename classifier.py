@@ -1,12 +1,12 @@
 """Image classification on the runner: the model_fn and input_fn that the
 train, eval and export paths and the tests share.
 
-Training builds one clone per device with `model_deploy` (one code path for
-one clone and for N), TF-Slim's optimizers and learning-rate schedules,
-optional moving averages, and fine-tuning from a TF-Slim checkpoint.
+Training builds one clone per device and its train op with
+`model_deploy.deploy` (one code path for one clone and for N), with TF-Slim's
+optimizers and learning-rate schedules (optimization.py), optional moving
+averages, and fine-tuning from a TF-Slim checkpoint (fine_tuning.py).
 """
 import dataclasses
-import os
 import re
 from typing import Optional, Sequence
 
@@ -15,56 +15,17 @@ import tf_slim as slim
 
 import tf_compat  # noqa: F401
 import eval_report
+import fine_tuning
+import optimization
 import progress
-from datasets import dataset_factory, reader
+from datasets import reader
 from deployment import cluster
-from deployment import estimator as est
 from deployment import model_deploy
-from nets import nets_factory, registry
+from nets import nets_factory
 from preprocessing import preprocessing_factory
+from runner import estimator as est
 
 tf1 = tf.compat.v1
-
-OPTIMIZERS = ('adadelta', 'adagrad', 'adam', 'ftrl', 'momentum', 'rmsprop',
-              'sgd')
-DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
-
-
-@dataclasses.dataclass
-class OptimizerParams:
-  """TF-Slim's optimizer and learning-rate flags, with their defaults."""
-  optimizer: str = 'rmsprop'
-  learning_rate: float = 0.01
-  end_learning_rate: float = 0.0001
-  learning_rate_decay_type: str = 'exponential'
-  learning_rate_decay_factor: float = 0.94
-  num_epochs_per_decay: float = 2.0
-  adadelta_rho: float = 0.95
-  adagrad_initial_accumulator_value: float = 0.1
-  adam_beta1: float = 0.9
-  adam_beta2: float = 0.999
-  opt_epsilon: float = 1.0
-  ftrl_learning_rate_power: float = -0.5
-  ftrl_initial_accumulator_value: float = 0.1
-  ftrl_l1: float = 0.0
-  ftrl_l2: float = 0.0
-  momentum: float = 0.9
-  rmsprop_momentum: float = 0.9
-  rmsprop_decay: float = 0.9
-  sync_replicas: bool = False
-  replicas_to_aggregate: int = 1
-
-  def validate(self):
-    if self.replicas_to_aggregate < 1:
-      raise ValueError('--replicas_to_aggregate must be at least 1, got %d' %
-                       self.replicas_to_aggregate)
-    if self.optimizer not in OPTIMIZERS:
-      raise ValueError(registry.unknown_name_message(
-          'optimizer', self.optimizer, OPTIMIZERS))
-    if self.learning_rate_decay_type not in DECAY_TYPES:
-      raise ValueError(registry.unknown_name_message(
-          'learning_rate_decay_type', self.learning_rate_decay_type,
-          DECAY_TYPES))
 
 
 @dataclasses.dataclass
@@ -74,18 +35,25 @@ class ClassifierParams:
   num_classes: int  # the network's outputs: dataset classes - labels_offset
   num_samples_per_epoch: int = 0
   batch_size: int = 32  # per clone, as in TF-Slim (see images_per_step)
-  weight_decay: float = 0.00004
-  label_smoothing: float = 0.0
-  moving_average_decay: Optional[float] = None
+  # flag_field: also a flag of the scripts, default and help written here.
+  weight_decay: float = optimization.flag_field(0.00004, 'L2 weight decay.')
+  label_smoothing: float = optimization.flag_field(
+      0.0, 'Label smoothing amount.')
+  moving_average_decay: Optional[float] = optimization.flag_field(
+      None, 'Decay of the moving averages of the model variables; '
+      'evaluation then uses the averages.')
   trainable_scopes: Optional[Sequence[str]] = None
   checkpoint_path: Optional[str] = None
   checkpoint_exclude_scopes: Optional[Sequence[str]] = None
-  ignore_missing_vars: bool = False
-  optimizer: OptimizerParams = dataclasses.field(default_factory=OptimizerParams)
+  ignore_missing_vars: bool = optimization.flag_field(
+      False, 'Skip variables missing from checkpoint_path.')
+  optimizer: optimization.OptimizerParams = dataclasses.field(
+      default_factory=optimization.OptimizerParams)
   deployment: model_deploy.DeploymentConfig = dataclasses.field(
       default_factory=model_deploy.DeploymentConfig)
   summarize_activations: bool = True
-  log_every_n_steps: int = 10
+  log_every_n_steps: int = optimization.flag_field(
+      10, 'Steps between log lines.')
   max_steps: Optional[int] = None  # the last step, for the progress lines' ETA
 
 
@@ -94,141 +62,6 @@ def images_per_step(p):
   clones, times the replicas whose gradients a synchronous step aggregates."""
   replicas = p.optimizer.replicas_to_aggregate if p.optimizer.sync_replicas else 1
   return p.batch_size * p.deployment.num_clones * replicas
-
-
-def split_scopes(text):
-  """'a, b' -> ['a', 'b']; None or '' -> []."""
-  return [s.strip() for s in (text or '').split(',') if s.strip()]
-
-
-# -- optimization ------------------------------------------------------------
-def configure_learning_rate(p, num_samples_per_epoch, images_per_step,
-                            global_step):
-  """TF-Slim's schedules. Decay steps count global steps of
-  `images_per_step` images (all clones and aggregated replicas: TF-Slim
-  divided by the batch of one clone only, so N clones decayed N times late)."""
-  decay_steps = int(num_samples_per_epoch * p.num_epochs_per_decay /
-                    images_per_step)
-  decay_steps = max(decay_steps, 1)
-  if p.learning_rate_decay_type == 'exponential':
-    return tf1.train.exponential_decay(
-        p.learning_rate, global_step, decay_steps,
-        p.learning_rate_decay_factor, staircase=True,
-        name='exponential_decay_learning_rate')
-  if p.learning_rate_decay_type == 'fixed':
-    return tf.constant(p.learning_rate, name='fixed_learning_rate')
-  return tf1.train.polynomial_decay(
-      p.learning_rate, global_step, decay_steps, p.end_learning_rate,
-      power=1.0, cycle=False, name='polynomial_decay_learning_rate')
-
-
-def configure_optimizer(p, learning_rate):
-  train = tf1.train
-  makers = {
-      'adadelta': lambda: train.AdadeltaOptimizer(
-          learning_rate, rho=p.adadelta_rho, epsilon=p.opt_epsilon),
-      'adagrad': lambda: train.AdagradOptimizer(
-          learning_rate,
-          initial_accumulator_value=p.adagrad_initial_accumulator_value),
-      'adam': lambda: train.AdamOptimizer(
-          learning_rate, beta1=p.adam_beta1, beta2=p.adam_beta2,
-          epsilon=p.opt_epsilon),
-      'ftrl': lambda: train.FtrlOptimizer(
-          learning_rate, learning_rate_power=p.ftrl_learning_rate_power,
-          initial_accumulator_value=p.ftrl_initial_accumulator_value,
-          l1_regularization_strength=p.ftrl_l1,
-          l2_regularization_strength=p.ftrl_l2),
-      'momentum': lambda: train.MomentumOptimizer(
-          learning_rate, momentum=p.momentum, name='Momentum'),
-      'rmsprop': lambda: train.RMSPropOptimizer(
-          learning_rate, decay=p.rmsprop_decay, momentum=p.rmsprop_momentum,
-          epsilon=p.opt_epsilon),
-      'sgd': lambda: train.GradientDescentOptimizer(learning_rate),
-  }
-  p.validate()
-  return makers[p.optimizer]()
-
-
-def variables_to_train(trainable_scopes):
-  if not trainable_scopes:
-    return tf1.trainable_variables()
-  chosen = []
-  for scope in trainable_scopes:
-    found = tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, scope)
-    if not found:
-      raise ValueError("--trainable_scopes: scope '%s' matches no trainable "
-                       'variable' % scope)
-    chosen.extend(found)
-  return chosen
-
-
-# -- fine-tuning -------------------------------------------------------------
-def resolve_checkpoint(path, what='--checkpoint_path'):
-  """A checkpoint file prefix from a file prefix or a directory."""
-  if tf.io.gfile.isdir(path):
-    found = tf.train.latest_checkpoint(path)
-    if not found:
-      raise ValueError("%s '%s' is a directory without a checkpoint" % (
-          what, path))
-    return found
-  if not tf1.train.checkpoint_exists(path):
-    raise ValueError("%s '%s' is not a checkpoint" % (what, path))
-  return path
-
-
-def checkpoint_mismatches(checkpoint_shapes, wanted):
-  """(missing names, 'name [shape] (checkpoint: [shape])' lines) of the
-  variables `wanted` ({checkpoint name: shape}) against a checkpoint's
-  {name: shape}, in the order of `wanted`."""
-  missing = [name for name in wanted if name not in checkpoint_shapes]
-  wrong = ['%s %s (checkpoint: %s)' % (name, list(shape),
-                                       list(checkpoint_shapes[name]))
-           for name, shape in wanted.items()
-           if name in checkpoint_shapes
-           and list(shape) != list(checkpoint_shapes[name])]
-  return missing, wrong
-
-
-def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
-                      note=''):
-  """Scaffold init_fn restoring model variables not excluded, after checking
-  names and shapes against the checkpoint (the mismatches are listed).
-
-  MonitoredTrainingSession calls it only when the model_dir has no
-  checkpoint of its own, so a restarted run resumes instead; `note` is
-  printed then, when the restore happens.
-  """
-  checkpoint = resolve_checkpoint(checkpoint_path)
-  exclusions = [s.rstrip('/') for s in exclude_scopes or ()]
-  chosen = [v for v in slim.get_model_variables()
-            if not any(v.op.name == e or v.op.name.startswith(e + '/')
-                       for e in exclusions)]
-  shapes = dict(tf.train.list_variables(checkpoint))
-  missing, wrong = checkpoint_mismatches(
-      shapes, {v.op.name: v.shape.as_list() for v in chosen})
-  if wrong:
-    raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
-                     ' with other shapes, first: %s; exclude them with '
-                     '--checkpoint_exclude_scopes' % (checkpoint, len(wrong),
-                                                       '; '.join(wrong[:3])))
-  if missing and not ignore_missing_vars:
-    raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
-                     ' missing, first: %s; pass --ignore_missing_vars or '
-                     '--checkpoint_exclude_scopes' % (
-                         checkpoint, len(missing), ', '.join(missing[:3])))
-  chosen = [v for v in chosen if v.op.name in shapes]
-  if not chosen:
-    raise ValueError("checkpoint '%s' shares no variable with the network" %
-                     checkpoint)
-  tf1.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint,
-                   len(chosen))
-  saver = tf1.train.Saver(chosen)
-
-  def init_fn(unused_scaffold, session):
-    if note:
-      print(note, flush=True)
-    saver.restore(session, checkpoint)
-  return init_fn
 
 
 # -- the model_fn ------------------------------------------------------------
@@ -308,10 +141,10 @@ def model_fn(features, labels, mode, params, config=None):
 
     p.optimizer.validate()
     with tf1.device(p.deployment.device_function()):
-      learning_rate = configure_learning_rate(
+      learning_rate = optimization.configure_learning_rate(
           p.optimizer, p.num_samples_per_epoch, images_per_step(p),
           global_step)
-      optimizer = configure_optimizer(p.optimizer, learning_rate)
+      optimizer = optimization.configure_optimizer(p.optimizer, learning_rate)
     ema = None
     if p.moving_average_decay:
       ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,
@@ -331,7 +164,9 @@ def model_fn(features, labels, mode, params, config=None):
           p.deployment.num_replicas))
     model = model_deploy.deploy(
         p.deployment, clone_fn, [features, labels], optimizer=optimizer,
-        var_list=lambda: variables_to_train(p.trainable_scopes))
+        var_list=lambda: optimization.variables_to_train(p.trainable_scopes),
+        # With sync replicas the chief's SyncReplicasOptimizer applies them.
+        moving_averages=None if p.optimizer.sync_replicas else ema)
     model_deploy.scalar_summary('learning_rate', learning_rate)
     # The training batch's accuracy (with dropout and augmentation), every
     # clone's images: TensorBoard draws it beside the evaluation's Accuracy.
@@ -342,25 +177,22 @@ def model_fn(features, labels, mode, params, config=None):
     _network_summaries(
         model.clones[0].outputs[0] if p.summarize_activations else {},
         slim.get_model_variables())
-    train_op = model.train_op
-    if ema is not None and not p.optimizer.sync_replicas:
-      with tf1.device(p.deployment.device_function()):
-        with tf.control_dependencies([train_op]):
-          train_op = ema.apply(slim.get_model_variables())
     init_fn = None
     if p.checkpoint_path:
       exclude_scopes, why = info.fine_tuning_exclusions(
           p.num_classes, p.checkpoint_exclude_scopes, dict(
-              tf.train.list_variables(resolve_checkpoint(p.checkpoint_path))))
-      init_fn = fine_tune_init_fn(p.checkpoint_path, exclude_scopes,
-                                  p.ignore_missing_vars, note=why)
+              tf.train.list_variables(
+                  fine_tuning.resolve_checkpoint(p.checkpoint_path))))
+      init_fn = fine_tuning.fine_tune_init_fn(
+          p.checkpoint_path, exclude_scopes, p.ignore_missing_vars, note=why)
     hooks.append(progress.TrainingProgressHook(
         model.total_loss, images_per_batch, p.log_every_n_steps,
         max_steps=p.max_steps,
         # images_per_sec goes beside the chief's other summaries.
         summary_dir=(config.model_dir if config is not None and config.is_chief
                      else None)))
-    return est.EstimatorSpec(mode, loss=model.total_loss, train_op=train_op,
+    return est.EstimatorSpec(mode, loss=model.total_loss,
+                             train_op=model.train_op,
                              scaffold=tf1.train.Scaffold(init_fn=init_fn),
                              training_hooks=hooks)
 
@@ -438,8 +270,3 @@ def one_line(error):
     if lines:
       return lines[-1]
   return lines[0] if lines else repr(error)
-
-
-def check_train_dir(path):
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise ValueError("--train_dir '%s' is a file, not a directory" % path)

@@ -42,45 +42,28 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 import classifier
+import classifier_flags
 import eval_report
+import fine_tuning
 import progress
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment import estimator as est
 from deployment import exporter
 from deployment import inference
 from deployment import model_deploy
+from runner import estimator as est
 
-tf1 = tf.compat.v1
 F = flags.FLAGS
 
-flags.DEFINE_integer('batch_size', 100,
-                     'Images per clone; a batch is batch_size x num_clones.')
-flags.DEFINE_integer('num_clones', 1, 'Devices to evaluate on (one per GPU).')
-flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.')
+classifier_flags.define_shared_flags(batch_size=100,
+                                     dataset_split_name='test')
 flags.DEFINE_integer('max_num_batches', None,
                      'Batches to evaluate (default: the whole split once).')
-flags.DEFINE_string('master', '', 'The address of the TensorFlow master.')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
                     'Checkpoint file or directory of checkpoints.')
 flags.DEFINE_string('eval_dir', None,
                     'Where summaries and CSV files go (default: '
                     '<checkpoint dir>/eval, beside the training summaries).')
-flags.DEFINE_integer('num_preprocessing_threads', 4,
-                     'Parallel decode/preprocess calls.')
-flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.')
-flags.DEFINE_string('dataset_name', 'imagenet', 'Dataset to evaluate on.')
-flags.DEFINE_string('dataset_split_name', 'test', 'Split to evaluate.')
-flags.DEFINE_string('dataset_dir', None, 'Directory of the converted dataset.')
-flags.DEFINE_integer('labels_offset', 0,
-                     'Subtracted from labels (1 drops ImageNet background).')
-flags.DEFINE_string('model_name', 'inception_v3', 'Network to evaluate.')
-flags.DEFINE_string('preprocessing_name', None,
-                    'Preprocessing; defaults to the network\'s.')
-flags.DEFINE_bool('use_grayscale', False,
-                  'Whether to convert input images to grayscale.')
-flags.DEFINE_float('moving_average_decay', None,
-                   'Evaluate the moving averages kept with this decay.')
 flags.DEFINE_integer('eval_image_size', None,
                      'Input size; defaults to the network\'s.')
 flags.DEFINE_boolean('wait_for_checkpoints', False,
@@ -115,7 +98,7 @@ def checkpoints():
   """The checkpoint(s) to evaluate, in order: --checkpoint_path's, or with
   --wait_for_checkpoints each new one of the directory (the caller stops)."""
   if not F.wait_for_checkpoints:
-    yield classifier.resolve_checkpoint(F.checkpoint_path)
+    yield fine_tuning.resolve_checkpoint(F.checkpoint_path)
     return
   for path in tf.train.checkpoints_iterator(
       F.checkpoint_path, min_interval_secs=F.eval_interval_secs,
@@ -248,9 +231,6 @@ def main(_):
         batch_size=F.batch_size, moving_average_decay=F.moving_average_decay,
         deployment=deployment)
     batch = F.batch_size * F.num_clones
-    session_config = tf1.ConfigProto(allow_soft_placement=True)
-    if F.clone_on_cpu and F.num_clones > 1:
-      session_config.device_count['CPU'] = F.num_clones  # one per clone
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, batch, is_training=False,
         preprocessing_name=F.preprocessing_name, image_size=F.eval_image_size,
@@ -263,8 +243,9 @@ def main(_):
     check_eval_dir(eval_dir)
     estimator = est.Estimator(
         classifier.model_fn, checkpoint_dir(),
-        config=est.RunConfig(log_step_count_steps=None,
-                             session_config=session_config),
+        config=est.RunConfig(
+            log_step_count_steps=None,
+            session_config=classifier_flags.session_config()),
         params={'classifier': params})
     evaluated = 0
     for checkpoint in checkpoints():

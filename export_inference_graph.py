@@ -28,6 +28,7 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 import classifier
+import fine_tuning
 from datasets import dataset_utils
 from deployment import exporter
 
@@ -83,7 +84,7 @@ def main(_):
         image_size=F.image_size, use_grayscale=F.use_grayscale)
     checkpoint = None
     if F.checkpoint_path:
-      checkpoint = classifier.resolve_checkpoint(
+      checkpoint = fine_tuning.resolve_checkpoint(
           dataset_utils.expand_path(F.checkpoint_path))
     written = exporter.export_inference_graph(
         spec, dataset_utils.expand_path(F.output_file),

@@ -31,6 +31,7 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 import classifier
+import fine_tuning
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import exporter
@@ -111,7 +112,7 @@ def main(_):
         num_classes=F.num_classes, labels_offset=F.labels_offset,
         image_size=F.image_size, preprocessing_name=F.preprocessing_name,
         use_grayscale=F.use_grayscale)
-    checkpoint = classifier.resolve_checkpoint(F.checkpoint_path)
+    checkpoint = fine_tuning.resolve_checkpoint(F.checkpoint_path)
     if F.quantize == 'int8':  # the split is checked before the long part
       dataset_factory.get_dataset(F.dataset_name, F.calibration_split,
                                   F.dataset_dir)

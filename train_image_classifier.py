@@ -14,6 +14,7 @@ Every --log_every_n_steps steps it prints `step N/max (p%): loss = x (y
 images/sec; z images/step), ETA t`; TensorBoard summaries go to train_dir
 (`tensorboard --logdir` it, see README "Watching training").
 """
+import os
 import sys
 
 from absl import app
@@ -24,92 +25,46 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 import classifier
+import classifier_flags
+import fine_tuning
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import cluster
-from deployment import estimator as est
 from deployment import model_deploy
+from runner import estimator as est
 
-tf1 = tf.compat.v1
 F = flags.FLAGS
 
-flags.DEFINE_string('master', '', 'Session target of servers started '
-                    'elsewhere (with --num_ps_tasks/--worker_replicas).')
+classifier_flags.define_shared_flags(batch_size=32,
+                                     dataset_split_name='train')
+classifier_flags.define_training_flags()
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory for checkpoints and event logs.')
-flags.DEFINE_integer('num_clones', 1, 'Model clones to deploy (one per GPU).')
-flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.')
-flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
-flags.DEFINE_integer('num_ps_tasks', 0, 'Parameter servers (0: local).')
-flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.')
-flags.DEFINE_integer('num_preprocessing_threads', 4,
-                     'Parallel decode/preprocess calls.')
-flags.DEFINE_integer('log_every_n_steps', 10, 'Steps between log lines.')
+flags.DEFINE_integer('train_image_size', None,
+                     'Input size; defaults to the network\'s.')
+flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train in all.')
 flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summaries.')
 flags.DEFINE_integer('save_summaries_steps', None,
                      'Steps between summaries (instead of seconds).')
 flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
-flags.DEFINE_integer('task', 0, 'Task id of this replica.')
-# The cluster: these, or TF_CONFIG (see README "Training on a cluster").
-flags.DEFINE_string('ps_hosts', '', 'Comma-separated host:port of the ps.')
-flags.DEFINE_string('worker_hosts', '',
-                    'Comma-separated host:port of the workers (0: chief).')
-flags.DEFINE_string('job_name', '', 'This task\'s job: ps or worker.')
-# Optimization.
-flags.DEFINE_float('weight_decay', 0.00004, 'L2 weight decay.')
-flags.DEFINE_string('optimizer', 'rmsprop', ', '.join(classifier.OPTIMIZERS))
-flags.DEFINE_float('adadelta_rho', 0.95, 'Adadelta decay rate.')
-flags.DEFINE_float('adagrad_initial_accumulator_value', 0.1,
-                   'Adagrad accumulator start.')
-flags.DEFINE_float('adam_beta1', 0.9, 'Adam 1st moment decay.')
-flags.DEFINE_float('adam_beta2', 0.999, 'Adam 2nd moment decay.')
-flags.DEFINE_float('opt_epsilon', 1.0, 'Epsilon of adadelta/adam/rmsprop.')
-flags.DEFINE_float('ftrl_learning_rate_power', -0.5, 'FTRL power.')
-flags.DEFINE_float('ftrl_initial_accumulator_value', 0.1, 'FTRL accumulator.')
-flags.DEFINE_float('ftrl_l1', 0.0, 'FTRL L1 strength.')
-flags.DEFINE_float('ftrl_l2', 0.0, 'FTRL L2 strength.')
-flags.DEFINE_float('momentum', 0.9, 'Momentum of the momentum optimizer.')
-flags.DEFINE_float('rmsprop_momentum', 0.9, 'RMSProp momentum.')
-flags.DEFINE_float('rmsprop_decay', 0.9, 'RMSProp decay.')
-# Learning rate.
-flags.DEFINE_string('learning_rate_decay_type', 'exponential',
-                    ', '.join(classifier.DECAY_TYPES))
-flags.DEFINE_float('learning_rate', 0.01, 'Initial learning rate.')
-flags.DEFINE_float('end_learning_rate', 0.0001, 'Polynomial decay end value.')
-flags.DEFINE_float('label_smoothing', 0.0, 'Label smoothing amount.')
-flags.DEFINE_float('learning_rate_decay_factor', 0.94, 'Decay factor.')
-flags.DEFINE_float('num_epochs_per_decay', 2.0, 'Epochs between decays.')
-flags.DEFINE_bool('sync_replicas', False, 'Synchronize replicas (cluster).')
-flags.DEFINE_integer('replicas_to_aggregate', 1,
-                     'Gradients to collect before an update (cluster).')
-flags.DEFINE_float('moving_average_decay', None,
-                   'Decay of the moving averages of the model variables.')
-# Dataset.
-flags.DEFINE_string('dataset_name', 'imagenet', 'Dataset to train on.')
-flags.DEFINE_string('dataset_split_name', 'train', 'Split to train on.')
-flags.DEFINE_string('dataset_dir', None, 'Directory of the converted dataset.')
-flags.DEFINE_integer('labels_offset', 0,
-                     'Subtracted from labels (1 drops ImageNet background).')
-flags.DEFINE_string('model_name', 'inception_v3', 'Network to train.')
-flags.DEFINE_string('preprocessing_name', None,
-                    'Preprocessing; defaults to the network\'s.')
-flags.DEFINE_bool('use_grayscale', False,
-                  'Whether to convert input images to grayscale.')
-flags.DEFINE_integer('batch_size', 32,
-                     'Images per clone; a step takes batch_size x num_clones.')
-flags.DEFINE_integer('train_image_size', None,
-                     'Input size; defaults to the network\'s.')
-flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train in all.')
-# Fine-tuning.
+flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
+# Fine-tuning (and --ignore_missing_vars, from ClassifierParams).
 flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint (file or directory) to fine-tune from.')
 flags.DEFINE_string('checkpoint_exclude_scopes', None,
                     'Comma-separated scopes not restored from checkpoint_path.')
 flags.DEFINE_string('trainable_scopes', None,
                     'Comma-separated scopes to train (default: all).')
-flags.DEFINE_boolean('ignore_missing_vars', False,
-                     'Skip variables missing from checkpoint_path.')
-flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
+# The cluster: these, or TF_CONFIG (see README "Training on a cluster").
+flags.DEFINE_string('master', '', 'Session target of servers started '
+                    'elsewhere (with --num_ps_tasks/--worker_replicas).')
+flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
+flags.DEFINE_integer('num_ps_tasks', 0, 'Parameter servers (0: local).')
+flags.DEFINE_integer('task', 0, 'Task id of this replica.')
+flags.DEFINE_string('ps_hosts', '', 'Comma-separated host:port of the ps.')
+flags.DEFINE_string('worker_hosts', '',
+                    'Comma-separated host:port of the workers (0: chief).')
+flags.DEFINE_string('job_name', '', 'This task\'s job: ps or worker.')
 
 
 def expand_path_flags():
@@ -118,26 +73,19 @@ def expand_path_flags():
     setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
-def optimizer_params():
-  fields = classifier.OptimizerParams.__dataclass_fields__
-  return classifier.OptimizerParams(**{k: getattr(F, k) for k in fields})
-
-
 def task_cluster():
   return cluster.Cluster.from_flags(
       F.ps_hosts, F.worker_hosts, F.job_name, F.task, master=F.master,
       num_ps_tasks=F.num_ps_tasks, worker_replicas=F.worker_replicas)
 
 
-def session_config():
-  config = tf1.ConfigProto(allow_soft_placement=True)
-  if F.clone_on_cpu and F.num_clones > 1:
-    config.device_count['CPU'] = F.num_clones  # one device per clone
-  return config
+def check_train_dir(path):
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise ValueError("--train_dir '%s' is a file, not a directory" % path)
 
 
 def build_estimator(dataset, task):
-  classifier.check_train_dir(F.train_dir)
+  check_train_dir(F.train_dir)
   deployment = model_deploy.DeploymentConfig(
       num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu).for_task(task)
   deployment.check_devices_available()
@@ -145,19 +93,17 @@ def build_estimator(dataset, task):
       model_name=F.model_name,
       num_classes=dataset.num_classes - F.labels_offset,
       num_samples_per_epoch=dataset.num_samples, batch_size=F.batch_size,
-      weight_decay=F.weight_decay, label_smoothing=F.label_smoothing,
-      moving_average_decay=F.moving_average_decay,
-      trainable_scopes=classifier.split_scopes(F.trainable_scopes),
+      trainable_scopes=classifier_flags.split_scopes(F.trainable_scopes),
       checkpoint_path=F.checkpoint_path,
-      checkpoint_exclude_scopes=classifier.split_scopes(
+      checkpoint_exclude_scopes=classifier_flags.split_scopes(
           F.checkpoint_exclude_scopes),
-      ignore_missing_vars=F.ignore_missing_vars,
-      optimizer=optimizer_params(), deployment=deployment,
-      log_every_n_steps=F.log_every_n_steps,
-      max_steps=F.max_number_of_steps)
+      optimizer=classifier_flags.optimizer_params(), deployment=deployment,
+      max_steps=F.max_number_of_steps,
+      # --weight_decay, --label_smoothing, --moving_average_decay, ...
+      **classifier_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()
   if F.checkpoint_path:
-    classifier.resolve_checkpoint(F.checkpoint_path)
+    fine_tuning.resolve_checkpoint(F.checkpoint_path)
   if F.save_summaries_steps is not None and F.save_summaries_steps < 1:
     raise ValueError('--save_summaries_steps must be at least 1, got %d' %
                      F.save_summaries_steps)
@@ -168,7 +114,7 @@ def build_estimator(dataset, task):
                            else F.save_summaries_secs),
       save_checkpoints_secs=F.save_interval_secs,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
-      session_config=session_config(), cluster=task)
+      session_config=classifier_flags.session_config(), cluster=task)
   return est.Estimator(classifier.model_fn, F.train_dir, config=config,
                        params={'classifier': params})
 
@@ -177,7 +123,8 @@ def main(_):
   try:
     task = task_cluster()
     if task.task_type == 'ps':
-      task.serve_forever(session_config())  # until the process is stopped
+      # until the process is stopped
+      task.serve_forever(classifier_flags.session_config())
       return 0
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '

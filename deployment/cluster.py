@@ -43,9 +43,12 @@ class Cluster(object):
     task_id: this task's index in its job.
     master: TF-Slim's --master: a session target for a graph whose servers
       are started elsewhere (used only when `jobs` is empty).
+    external_counts: (ps tasks, workers) of that cluster started elsewhere
+      (--num_ps_tasks, --worker_replicas), which `jobs` cannot tell.
   """
 
-  def __init__(self, jobs=None, task_type=None, task_id=0, master=''):
+  def __init__(self, jobs=None, task_type=None, task_id=0, master='',
+               external_counts=None):
     jobs = {k: list(v) for k, v in (jobs or {}).items() if v}
     for job, addresses in jobs.items():
       if job not in _KNOWN_JOBS or job == 'evaluator':
@@ -80,6 +83,7 @@ class Cluster(object):
     self.task_type = task_type
     self.task_id = task_id
     self._master = master or ''
+    self._counts = tuple(external_counts) if external_counts else None
 
   # -- reading ---------------------------------------------------------------
   @classmethod
@@ -137,14 +141,11 @@ class Cluster(object):
       if not 0 <= task < worker_replicas:
         raise ValueError('--task=%d is outside --worker_replicas=%d' % (
             task, worker_replicas))
-      external = cls(master=master, task_id=task)
-      external._counts = (num_ps_tasks, worker_replicas)
-      return external
+      return cls(master=master, task_id=task,
+                 external_counts=(num_ps_tasks, worker_replicas))
     return cls(master=master)
 
   # -- what it says ----------------------------------------------------------
-  _counts = None  # (ps, workers) of a --master cluster started elsewhere
-
   @property
   def distributed(self):
     return bool(self.jobs) or self._counts is not None

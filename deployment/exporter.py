@@ -36,6 +36,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 import classifier
+import fine_tuning
 from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from preprocessing import preprocessing_factory
@@ -239,7 +240,7 @@ def restore_variables(session, checkpoint, model_name, variables=None):
     return name
 
   to_restore = {name_in_checkpoint(v): v for v in variables}
-  missing, wrong = classifier.checkpoint_mismatches(
+  missing, wrong = fine_tuning.checkpoint_mismatches(
       shapes, {name: v.shape.as_list() for name, v in to_restore.items()})
   if missing:
     raise ValueError(

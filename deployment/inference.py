@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 import classifier
+import fine_tuning
 from deployment import exporter
 
 tf1 = tf.compat.v1
@@ -60,7 +61,7 @@ class CheckpointModel(Model):
   kind = 'checkpoint'
 
   def __init__(self, checkpoint, spec):
-    checkpoint = classifier.resolve_checkpoint(checkpoint)
+    checkpoint = fine_tuning.resolve_checkpoint(checkpoint)
     self._graph = exporter.RestoredGraph(spec, checkpoint)
     super().__init__(checkpoint, spec, self._graph.global_step)
 

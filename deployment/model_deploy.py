@@ -34,7 +34,7 @@ import contextlib
 import re
 
 import tensorflow as tf
-import tf_slim as slim  # noqa: F401  (TF-Slim users import model_deploy with slim)
+import tf_slim as slim
 
 import tf_compat  # noqa: F401
 from deployment import cluster
@@ -525,14 +525,53 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
   return total_loss, combine_gradients(clone_grads)
 
 
+def build_train_op(config, clones, optimizer, global_step=None,
+                   var_list=None, summarize_gradients=False,
+                   moving_averages=None, moving_average_variables=None):
+  """The train op of built clones: TF-Slim's steps after create_clones.
+
+  One apply of the combined gradients (on the optimizer's device), the first
+  clone's batch-norm updates (UPDATE_OPS), then, with `moving_averages` (an
+  ExponentialMovingAverage), their update from the applied values, of
+  `moving_average_variables` (default: the model variables, as TF-Slim).
+  Returns (train_op, total_loss); the train op evaluates to the total loss.
+  `var_list` may be a callable, called here (the clones exist by now).
+  """
+  if callable(var_list):
+    var_list = var_list()
+  with tf1.device(config.device_function()):
+    if global_step is None:
+      global_step = tf1.train.get_or_create_global_step()
+    total_loss, grads_and_vars = optimize_clones(clones, optimizer,
+                                                 var_list=var_list)
+    if summarize_gradients:
+      for grad, var in grads_and_vars:
+        tf1.summary.histogram(var.op.name + '/gradient',
+                              tf.convert_to_tensor(grad))
+    apply_op = optimizer.apply_gradients(grads_and_vars,
+                                         global_step=global_step)
+    update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+    with tf.control_dependencies(update_ops + [apply_op]):
+      train_op = tf.identity(total_loss, name='train_op')
+    if moving_averages is not None:
+      if moving_average_variables is None:
+        moving_average_variables = slim.get_model_variables()
+      with tf.control_dependencies([train_op]):
+        averaged = moving_averages.apply(moving_average_variables)
+      with tf.control_dependencies([averaged]):
+        train_op = tf.identity(total_loss, name='train_op_after_averages')
+  return train_op, total_loss
+
+
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
-           summarize_gradients=False, var_list=None):
+           summarize_gradients=False, var_list=None, moving_averages=None,
+           moving_average_variables=None):
   """TF-Slim's model_deploy.deploy: clones, one averaged apply, summaries.
 
-  The train op runs the first clone's batch-norm updates and one apply of
-  the combined gradients, and returns the total loss. `var_list` may be a
-  callable, called once the clones exist (e.g. to pick trainable scopes).
-  Without an optimizer, only the clones and the total loss are built (eval).
+  The train op is `build_train_op`'s (one apply of the combined gradients,
+  the first clone's batch-norm updates, then the optional moving averages)
+  and returns the total loss. Without an optimizer, only the clones and the
+  total loss are built (eval).
   """
   with tf1.device(config.device_function()):
     global_step = tf1.train.get_or_create_global_step()
@@ -543,20 +582,11 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
     scalar_summary('losses/regularization', tf.add_n(regularization))
   train_op = None
   if optimizer is not None:
-    if callable(var_list):
-      var_list = var_list()
-    with tf1.device(config.device_function()):
-      total_loss, grads_and_vars = optimize_clones(clones, optimizer,
-                                                   var_list=var_list)
-      if summarize_gradients:
-        for grad, var in grads_and_vars:
-          tf1.summary.histogram(var.op.name + '/gradient',
-                                tf.convert_to_tensor(grad))
-      apply_op = optimizer.apply_gradients(grads_and_vars,
-                                           global_step=global_step)
-      update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
-      with tf.control_dependencies(update_ops + [apply_op]):
-        train_op = tf.identity(total_loss, name='train_op')
+    train_op, total_loss = build_train_op(
+        config, clones, optimizer, global_step, var_list=var_list,
+        summarize_gradients=summarize_gradients,
+        moving_averages=moving_averages,
+        moving_average_variables=moving_average_variables)
   else:
     losses = [_clone_loss(clone, i, regularization if i == 0 else None)[0]
               for i, clone in enumerate(clones)]

@@ -46,7 +46,7 @@ import threading
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1
@@ -183,6 +183,17 @@ class TowerOptimizer(tf1.train.Optimizer):
 
 @contextlib.contextmanager
 def _gathering(gatherer):
+  """Gathers every tf.compat.v1.train.Optimizer's apply_gradients while the
+  towers are built.
+
+  The class attribute is swapped, for the build only, because nothing else
+  reaches the apply of an unchanged model_fn: its optimizer is made inside
+  it, and minimize, optimize_loss and create_train_op call apply_gradients
+  on it directly; TensorFlow offers no hook there (variable creator scopes
+  see variables, not updates). The state is per thread, so a graph another
+  thread builds meanwhile applies as usual; TowerOptimizer covers classes
+  that override apply_gradients.
+  """
   tf1.train.Optimizer.apply_gradients = _gathering_apply_gradients
   _state.gatherer = gatherer
   try:

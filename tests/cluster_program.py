@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorflow as tf  # noqa: E402
 
 from deployment import cluster  # noqa: E402
-from deployment import estimator as est  # noqa: E402
+from runner import estimator as est  # noqa: E402
 
 tf1 = tf.compat.v1
 tf1.logging.set_verbosity(tf1.logging.INFO)  # the tests read "Evaluated ..."

@@ -54,6 +54,16 @@ def test_tf_slim_host_flags_make_worker_0_the_chief():
   assert ps.task_type == 'ps' and ps.deployment_args() == {}
 
 
+def test_master_with_counts_describes_servers_started_elsewhere(monkeypatch):
+  monkeypatch.delenv('TF_CONFIG', raising=False)
+  c = cluster.Cluster.from_flags(task=1, master='grpc://m:1', num_ps_tasks=2,
+                                 worker_replicas=3)
+  assert (c.distributed, c.is_chief, c.master) == (True, False, 'grpc://m:1')
+  assert (c.num_ps, c.num_workers, c.jobs) == (2, 3, {})
+  assert c.deployment_args() == dict(replica_id=1, num_replicas=3,
+                                     num_ps_tasks=2, worker_job_name='worker')
+
+
 def test_no_cluster_is_local(monkeypatch):
   monkeypatch.delenv('TF_CONFIG', raising=False)
   c = cluster.Cluster.from_flags()

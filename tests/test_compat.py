@@ -31,7 +31,7 @@ def _run(first_import):
 @pytest.mark.parametrize('module', [
     'nets.nets_factory', 'nets.lenet', 'datasets.dataset_factory',
     'preprocessing.preprocessing_factory', 'deployment.model_deploy',
-    'deployment.estimator', 'classifier', 'tf_compat'])
+    'runner.estimator', 'classifier', 'tf_compat'])
 def test_slim_batch_norm_and_optimize_loss_work_after_any_project_import(
     module):
   result = _run('import ' + module)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deployment import estimator as tf_estimator  # the only changed import
+from runner import estimator as tf_estimator  # the only changed import
 
 tf1 = tf.compat.v1
 

@@ -15,8 +15,9 @@ import pytest
 import tensorflow as tf
 
 import classifier
+import optimization
 from datasets import converters, dataset_factory, dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import exporter, inference
 from nets import nets_factory
 
@@ -42,7 +43,7 @@ def train_lenet(digits_dir, train_dir, steps=300, **overrides):
   params = classifier.ClassifierParams(
       model_name='lenet', num_classes=10, num_samples_per_epoch=1437,
       batch_size=50, weight_decay=0.0, log_every_n_steps=1000,
-      optimizer=classifier.OptimizerParams(
+      optimizer=optimization.OptimizerParams(
           optimizer='sgd', learning_rate=0.05,
           learning_rate_decay_type='fixed'), **overrides)
   estimator = est.Estimator(

@@ -6,7 +6,8 @@ import tensorflow as tf
 import tf_keras
 import tf_slim as slim
 
-from deployment import estimator as est
+from runner import estimator as est
+from deployment import cluster
 from deployment import model_deploy
 from deployment.replicate import replicate_model_fn
 
@@ -115,6 +116,62 @@ def test_variables_device_is_honoured_for_every_kind_of_variable():
                if op.type in model_deploy.VARIABLE_OP_TYPES}
     assert devices.pop('global_step') == '/device:CPU:0'
     assert set(devices.values()) == {'/device:GPU:0'}, devices
+
+
+def test_deploy_honours_variables_device_for_every_kind_of_variable():
+  with tf.Graph().as_default() as graph:
+    config = model_deploy.DeploymentConfig(num_clones=2,
+                                           variables_device='/device:GPU:1')
+
+    def clone_fn(x, y):
+      logits = _every_layer_library(x, y)
+      tf1.metrics.accuracy(y, tf.argmax(logits, 1))
+
+    model_deploy.deploy(config, clone_fn,
+                        [tf.zeros([8, 6]), tf.zeros([8], tf.int64)],
+                        optimizer=tf1.train.AdamOptimizer(0.1),
+                        moving_averages=tf1.train.ExponentialMovingAverage(0.9))
+    devices = {op.name: op.device for op in graph.get_operations()
+               if op.type in model_deploy.VARIABLE_OP_TYPES}
+    for name in ('global_step', 'plain/Adam', 'accuracy/total',
+                 'slim_fc/weights/ExponentialMovingAverage'):
+      assert name in devices, name
+    assert set(devices.values()) == {'/device:GPU:1'}, devices
+
+
+def test_variables_device_holds_for_a_clusters_task():
+  task = cluster.Cluster({'worker': ['127.0.0.1:2222', '127.0.0.1:2223'],
+                          'ps': ['127.0.0.1:2224']}, 'worker', 1)
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, variables_device='/device:CPU:0').for_task(task)
+  assert (config.num_ps_tasks, config.replica_id) == (1, 1)
+  assert config.variables_device() == '/device:CPU:0'
+
+
+def test_deploy_applies_moving_averages_once_after_the_step():
+  x, y = _data(6)
+  with tf.Graph().as_default():
+    config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
+
+    def clone_fn(x, y):
+      logits = slim.fully_connected(x, 3, activation_fn=None, scope='fc')
+      tf1.losses.sparse_softmax_cross_entropy(y, logits)
+
+    ema = tf1.train.ExponentialMovingAverage(0.5)
+    model = model_deploy.deploy(
+        config, clone_fn, [tf.constant(x), tf.constant(y)],
+        optimizer=tf1.train.GradientDescentOptimizer(1.0),
+        moving_averages=ema)
+    weights = slim.get_model_variables('fc')
+    with tf1.Session(config=CPUS) as sess:
+      sess.run(tf1.global_variables_initializer())
+      before = sess.run(weights)
+      loss = sess.run(model.train_op)  # the train op gives the total loss
+      after, averages = sess.run([weights, [ema.average(w) for w in weights]])
+  assert np.ndim(loss) == 0 and loss > 0
+  for start, end, average in zip(before, after, averages):
+    assert not np.allclose(start, end)
+    np.testing.assert_allclose(average, 0.5 * start + 0.5 * end, rtol=1e-5)
 
 
 def test_keras_layers_share_their_variables_across_devices_and_train_alike():

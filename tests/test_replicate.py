@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 from deployment.replicate import TowerOptimizer, replicate_model_fn
 

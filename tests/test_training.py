@@ -11,8 +11,9 @@ import pytest
 import tensorflow as tf
 
 import classifier
+import optimization
 from datasets import converters, dataset_factory, dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1
@@ -87,7 +88,7 @@ def test_evaluation_on_seven_devices_equals_one_device(digits_dir, tmp_path):
   """360 images in batches of 7 x 17 = 119: the last batch has 3 images,
   fewer than the devices, and every metric still equals one device's."""
   trained = _estimator(str(tmp_path / 'model'), digits_dir,
-                       optimizer=classifier.OptimizerParams(
+                       optimizer=optimization.OptimizerParams(
                            optimizer='sgd', learning_rate=0.01))
   trained.train(_input_fn(digits_dir), max_steps=20)
   outputs = []
@@ -108,7 +109,7 @@ def test_evaluation_on_seven_devices_equals_one_device(digits_dir, tmp_path):
 
 # -- fine-tuning (in process, through the same model_fn) ----------------------
 def _estimator(train_dir, digits, **overrides):
-  overrides.setdefault('optimizer', classifier.OptimizerParams(
+  overrides.setdefault('optimizer', optimization.OptimizerParams(
       optimizer='sgd', learning_rate=0.1))
   params = classifier.ClassifierParams(
       model_name='lenet', num_classes=10, num_samples_per_epoch=1437,
@@ -273,14 +274,14 @@ def test_train_dir_that_is_a_file_is_refused_untouched(digits_dir, tmp_path):
 
 # -- optimizers, schedules, moving averages, eval modes -------------------------
 @pytest.mark.parametrize('clones', [1, 2])
-@pytest.mark.parametrize('optimizer', classifier.OPTIMIZERS)
+@pytest.mark.parametrize('optimizer', optimization.OPTIMIZERS)
 def test_every_optimizer_takes_a_step(optimizer, clones, digits_dir, tmp_path):
   """The script's optimizers (RMSProp is its default) on 1 and 2 clones:
   slots are made once, under one device's names."""
   estimator = _estimator(
       str(tmp_path), digits_dir,
-      optimizer=classifier.OptimizerParams(optimizer=optimizer,
-                                           learning_rate=0.01),
+      optimizer=optimization.OptimizerParams(optimizer=optimizer,
+                                             learning_rate=0.01),
       deployment=model_deploy.DeploymentConfig(num_clones=clones,
                                                clone_on_cpu=clones > 1))
   estimator.train(_input_fn(digits_dir), max_steps=1)
@@ -296,16 +297,16 @@ def test_decay_steps_count_the_images_of_every_clone_and_replica():
   p = classifier.ClassifierParams(
       model_name='lenet', num_classes=10, batch_size=8,
       deployment=model_deploy.DeploymentConfig(num_clones=4),
-      optimizer=classifier.OptimizerParams(sync_replicas=True,
-                                           replicas_to_aggregate=3))
+      optimizer=optimization.OptimizerParams(sync_replicas=True,
+                                             replicas_to_aggregate=3))
   assert classifier.images_per_step(p) == 8 * 4 * 3
-  p.optimizer = classifier.OptimizerParams(
+  p.optimizer = optimization.OptimizerParams(
       learning_rate=1.0, learning_rate_decay_factor=0.5,
       num_epochs_per_decay=1.0)  # async: one worker's clones per step
   assert classifier.images_per_step(p) == 32
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])
-    rate = classifier.configure_learning_rate(
+    rate = optimization.configure_learning_rate(
         p.optimizer, 320, classifier.images_per_step(p), step)
     with tf1.Session() as sess:  # an epoch of 320 images is 10 steps
       got = [sess.run(rate, {step: s}) for s in (9, 10, 20)]
@@ -317,13 +318,14 @@ def test_decay_steps_count_the_images_of_every_clone_and_replica():
     ('exponential', [0.1, 0.1, 0.025]),  # staircase: halves every 10 steps
     ('polynomial', [0.1, 0.0505, 0.001])])  # linear to the end over 10 steps
 def test_learning_rate_schedules(decay, want):
-  p = classifier.OptimizerParams(learning_rate=0.1, end_learning_rate=0.001,
-                                 learning_rate_decay_type=decay,
-                                 learning_rate_decay_factor=0.5,
-                                 num_epochs_per_decay=1.0)
+  p = optimization.OptimizerParams(learning_rate=0.1, end_learning_rate=0.001,
+                                   learning_rate_decay_type=decay,
+                                   learning_rate_decay_factor=0.5,
+                                   num_epochs_per_decay=1.0)
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])
-    rate = classifier.configure_learning_rate(p, 100, 10, step)  # 10 images/step
+    # 10 images/step
+    rate = optimization.configure_learning_rate(p, 100, 10, step)
     with tf1.Session() as sess:
       got = [sess.run(rate, {step: s}) for s in (0, 5, 20)]
   np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -24,10 +24,11 @@ from PIL import Image
 from tensorboard.backend.event_processing import event_accumulator
 
 import classifier
+import optimization
 import eval_report
 import progress
 from datasets import converters, dataset_factory, dataset_utils
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import model_deploy
 
 tf1 = tf.compat.v1
@@ -290,7 +291,7 @@ def test_wait_for_checkpoints_builds_the_eval_curve(digits_run, tmp_path):
     trainer = est.Estimator(classifier.model_fn, train_dir, params={
         'classifier': classifier.ClassifierParams(
             model_name='lenet', num_classes=10, batch_size=50,
-            weight_decay=0.0, optimizer=classifier.OptimizerParams(
+            weight_decay=0.0, optimizer=optimization.OptimizerParams(
                 optimizer='sgd', learning_rate=0.01,
                 learning_rate_decay_type='fixed'))},
         config=est.RunConfig(log_step_count_steps=None, tf_random_seed=0))

@@ -4,7 +4,7 @@
 contract -- `model_fn(features, labels, mode, params, config) -> EstimatorSpec`
 -- runs here after changing its imports:
 
-    from deployment import estimator as tf_estimator
+    from runner import estimator as tf_estimator
     est = tf_estimator.Estimator(model_fn, model_dir, config=tf_estimator.RunConfig(...))
     est.train(input_fn, max_steps=1000); est.evaluate(input_fn)
 

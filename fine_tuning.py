@@ -1,0 +1,76 @@
+"""Fine-tuning from a checkpoint: which variables it restores, checked by
+name and shape against the checkpoint before anything runs."""
+import tensorflow as tf
+import tf_slim as slim
+
+import tf_compat  # noqa: F401
+
+tf1 = tf.compat.v1
+
+
+def resolve_checkpoint(path, what='--checkpoint_path'):
+  """A checkpoint file prefix from a file prefix or a directory."""
+  if tf.io.gfile.isdir(path):
+    found = tf.train.latest_checkpoint(path)
+    if not found:
+      raise ValueError("%s '%s' is a directory without a checkpoint" % (
+          what, path))
+    return found
+  if not tf1.train.checkpoint_exists(path):
+    raise ValueError("%s '%s' is not a checkpoint" % (what, path))
+  return path
+
+
+def checkpoint_mismatches(checkpoint_shapes, wanted):
+  """(missing names, 'name [shape] (checkpoint: [shape])' lines) of the
+  variables `wanted` ({checkpoint name: shape}) against a checkpoint's
+  {name: shape}, in the order of `wanted`."""
+  missing = [name for name in wanted if name not in checkpoint_shapes]
+  wrong = ['%s %s (checkpoint: %s)' % (name, list(shape),
+                                       list(checkpoint_shapes[name]))
+           for name, shape in wanted.items()
+           if name in checkpoint_shapes
+           and list(shape) != list(checkpoint_shapes[name])]
+  return missing, wrong
+
+
+def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
+                      note=''):
+  """Scaffold init_fn restoring model variables not excluded, after checking
+  names and shapes against the checkpoint (the mismatches are listed).
+
+  MonitoredTrainingSession calls it only when the model_dir has no
+  checkpoint of its own, so a restarted run resumes instead; `note` is
+  printed then, when the restore happens.
+  """
+  checkpoint = resolve_checkpoint(checkpoint_path)
+  exclusions = [s.rstrip('/') for s in exclude_scopes or ()]
+  chosen = [v for v in slim.get_model_variables()
+            if not any(v.op.name == e or v.op.name.startswith(e + '/')
+                       for e in exclusions)]
+  shapes = dict(tf.train.list_variables(checkpoint))
+  missing, wrong = checkpoint_mismatches(
+      shapes, {v.op.name: v.shape.as_list() for v in chosen})
+  if wrong:
+    raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
+                     ' with other shapes, first: %s; exclude them with '
+                     '--checkpoint_exclude_scopes' % (checkpoint, len(wrong),
+                                                       '; '.join(wrong[:3])))
+  if missing and not ignore_missing_vars:
+    raise ValueError("checkpoint '%s' does not match the network: %d variable(s)"
+                     ' missing, first: %s; pass --ignore_missing_vars or '
+                     '--checkpoint_exclude_scopes' % (
+                         checkpoint, len(missing), ', '.join(missing[:3])))
+  chosen = [v for v in chosen if v.op.name in shapes]
+  if not chosen:
+    raise ValueError("checkpoint '%s' shares no variable with the network" %
+                     checkpoint)
+  tf1.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint,
+                   len(chosen))
+  saver = tf1.train.Saver(chosen)
+
+  def init_fn(unused_scaffold, session):
+    if note:
+      print(note, flush=True)
+    saver.restore(session, checkpoint)
+  return init_fn

@@ -1,0 +1,105 @@
+"""The scripts' flags: shared ones defined once, optimizer defaults written
+once (in the params dataclasses), every flag read."""
+import dataclasses
+import os
+import re
+
+from absl import flags
+
+import classifier
+import classifier_flags
+import optimization
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
+           'export_inference_graph', 'classify_image')
+
+
+def _training_flags(*argv):
+  values = flags.FlagValues()
+  classifier_flags.define_shared_flags(32, 'train', values)
+  classifier_flags.define_training_flags(values)
+  values(['train_image_classifier.py'] + list(argv))
+  return values
+
+
+def test_optimizer_flags_are_the_optimizer_params_fields_and_defaults():
+  values = _training_flags()
+  for field in dataclasses.fields(optimization.OptimizerParams):
+    assert values[field.name].default == field.default, field.name
+  assert (classifier_flags.optimizer_params(values) ==
+          optimization.OptimizerParams())
+
+
+def test_given_flags_reach_the_params():
+  values = _training_flags('--optimizer=adam', '--adam_beta1=0.5',
+                           '--sync_replicas', '--weight_decay=0',
+                           '--moving_average_decay=0.99')
+  assert classifier_flags.optimizer_params(values) == (
+      optimization.OptimizerParams(optimizer='adam', adam_beta1=0.5,
+                                   sync_replicas=True))
+  assert classifier_flags.params_from_flags(
+      classifier.ClassifierParams, flag_values=values) == {
+          'weight_decay': 0.0, 'label_smoothing': 0.0,
+          'moving_average_decay': 0.99, 'ignore_missing_vars': False,
+          'log_every_n_steps': 10}
+
+
+def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
+  train, evaluate = flags.FlagValues(), flags.FlagValues()
+  classifier_flags.define_shared_flags(32, 'train', train)
+  classifier_flags.define_shared_flags(100, 'test', evaluate)
+  train(['train']), evaluate(['eval'])
+  assert (train.batch_size, train.dataset_split_name) == (32, 'train')
+  assert (evaluate.batch_size, evaluate.dataset_split_name) == (100, 'test')
+  shared = {name: train[name].default for name in train}
+  assert shared == dict({name: evaluate[name].default for name in evaluate},
+                        batch_size=32, dataset_split_name='train')
+  assert (shared['dataset_name'], shared['model_name'], shared['num_readers'],
+          shared['labels_offset']) == ('imagenet', 'inception_v3', 4, 0)
+
+
+def _defined_flags(source):
+  """The flags a script's source defines: its own DEFINE_* calls and the
+  classifier_flags groups it calls."""
+  names = set(re.findall(r"DEFINE_\w+\(\s*'(\w+)'", source))
+  values = flags.FlagValues()
+  if 'classifier_flags.define_shared_flags(' in source:
+    classifier_flags.define_shared_flags(1, 'train', values)
+  if 'classifier_flags.define_training_flags(' in source:
+    classifier_flags.define_training_flags(values)
+  return names | set(values)
+
+
+def _generated_reads(source):
+  """The flags a script reads through the params dataclasses' fields."""
+  read = set()
+  for params_class, call in (
+      (optimization.OptimizerParams, 'classifier_flags.optimizer_params('),
+      (classifier.ClassifierParams, 'params_from_flags(classifier.'
+       'ClassifierParams')):
+    if call in source:
+      read |= {f.name for f in dataclasses.fields(params_class)
+               if 'help' in f.metadata}
+  return read
+
+
+def test_every_flag_of_every_script_is_read():
+  with open(os.path.join(ROOT, 'classifier_flags.py')) as f:
+    shared_source = f.read()
+  unread = {}
+  for script in SCRIPTS:
+    with open(os.path.join(ROOT, script + '.py')) as f:
+      source = f.read()
+    defined = _defined_flags(source)
+    assert len(defined) > 10, script
+    generated = _generated_reads(source)
+    unread[script] = sorted(
+        n for n in defined if n not in generated and not re.search(
+            r"\bF(\.%s\b|\['%s'\])" % (n, n), source + shared_source))
+  assert unread == {script: [] for script in SCRIPTS}
+
+
+def test_eval_has_no_master_flag_it_would_not_read():
+  with open(os.path.join(ROOT, 'eval_image_classifier.py')) as f:
+    assert 'master' not in _defined_flags(f.read())
