@@ -135,18 +135,17 @@ def run_case(name, num_classes, kwargs, end_point_names=None):
     output, end_points = fn(tf.constant(images), **kwargs)
     if end_point_names is None:
       end_point_names = _pick_end_points(end_points, output)
-    feeds, assigns = {}, []
-    for variable in tf1.global_variables():
-      shape = variable.shape.as_list()
-      placeholder = tf1.placeholder(variable.dtype.base_dtype, shape)
-      assigns.append(tf1.assign(variable, placeholder))
-      feeds[placeholder] = _variable_value(variable.op.name, shape)
+    # The values are fed in place of the initializers' outputs: one run, and
+    # no op added per variable (an assign per variable costs 20% more).
+    variables = tf1.global_variables()
+    feeds = {v.initial_value: _variable_value(v.op.name, v.shape.as_list())
+             for v in variables}
     # Grappler's rewrites cost seconds per large graph and move no value by
     # more than the tolerance.
     config = tf1.ConfigProto()
     config.graph_options.rewrite_options.disable_meta_optimizer = True
     with tf1.Session(config=config) as sess:
-      sess.run(assigns, feed_dict=feeds)
+      sess.run(tf1.variables_initializer(variables), feed_dict=feeds)
       values = sess.run([output] + [end_points[k] for k in end_point_names])
   result = {'output': _sample(values[0])}
   result.update(zip(end_point_names, map(_sample, values[1:])))
