@@ -17,8 +17,6 @@ import tf_compat  # noqa: F401
 from nets.nasnet import nasnet_utils
 from nets.registry import register_network
 
-tf1 = tf.compat.v1
-
 
 # Training notes of the published checkpoints: auxiliary head loss weight 0.4;
 # cifar: batch 32, lr 0.025 with single-period cosine decay, gradient norm
