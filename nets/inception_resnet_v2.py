@@ -13,9 +13,14 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from nets import inception_utils
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
+conv = inception_utils.conv
+avg_pool = inception_utils.avg_pool
+max_pool = inception_utils.max_pool
+towers = inception_utils.towers
 
 
 def _add_residual(net, mixed, scale, activation_fn):
@@ -35,42 +40,34 @@ def _add_residual(net, mixed, scale, activation_fn):
 def block35(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
   """Residual block at 35x35: 1x1, 1x1-3x3 and 1x1-3x3-3x3 towers."""
   with tf1.variable_scope(scope, 'Block35', [net], reuse=reuse):
-    with tf1.variable_scope('Branch_0'):
-      tower_0 = slim.conv2d(net, 32, 1, scope='Conv2d_1x1')
-    with tf1.variable_scope('Branch_1'):
-      tower_1 = slim.conv2d(net, 32, 1, scope='Conv2d_0a_1x1')
-      tower_1 = slim.conv2d(tower_1, 32, 3, scope='Conv2d_0b_3x3')
-    with tf1.variable_scope('Branch_2'):
-      tower_2 = slim.conv2d(net, 32, 1, scope='Conv2d_0a_1x1')
-      tower_2 = slim.conv2d(tower_2, 48, 3, scope='Conv2d_0b_3x3')
-      tower_2 = slim.conv2d(tower_2, 64, 3, scope='Conv2d_0c_3x3')
-    mixed = tf.concat(axis=3, values=[tower_0, tower_1, tower_2])
+    mixed = towers(
+        net,
+        [conv(32, 1, 'Conv2d_1x1')],
+        [conv(32, 1, 'Conv2d_0a_1x1'), conv(32, 3, 'Conv2d_0b_3x3')],
+        [conv(32, 1, 'Conv2d_0a_1x1'), conv(48, 3, 'Conv2d_0b_3x3'),
+         conv(64, 3, 'Conv2d_0c_3x3')])
     return _add_residual(net, mixed, scale, activation_fn)
 
 
 def block17(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
   """Residual block at 17x17: 1x1 and 1x1-1x7-7x1 towers."""
   with tf1.variable_scope(scope, 'Block17', [net], reuse=reuse):
-    with tf1.variable_scope('Branch_0'):
-      tower_0 = slim.conv2d(net, 192, 1, scope='Conv2d_1x1')
-    with tf1.variable_scope('Branch_1'):
-      tower_1 = slim.conv2d(net, 128, 1, scope='Conv2d_0a_1x1')
-      tower_1 = slim.conv2d(tower_1, 160, [1, 7], scope='Conv2d_0b_1x7')
-      tower_1 = slim.conv2d(tower_1, 192, [7, 1], scope='Conv2d_0c_7x1')
-    mixed = tf.concat(axis=3, values=[tower_0, tower_1])
+    mixed = towers(
+        net,
+        [conv(192, 1, 'Conv2d_1x1')],
+        [conv(128, 1, 'Conv2d_0a_1x1'), conv(160, [1, 7], 'Conv2d_0b_1x7'),
+         conv(192, [7, 1], 'Conv2d_0c_7x1')])
     return _add_residual(net, mixed, scale, activation_fn)
 
 
 def block8(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
   """Residual block at 8x8: 1x1 and 1x1-1x3-3x1 towers."""
   with tf1.variable_scope(scope, 'Block8', [net], reuse=reuse):
-    with tf1.variable_scope('Branch_0'):
-      tower_0 = slim.conv2d(net, 192, 1, scope='Conv2d_1x1')
-    with tf1.variable_scope('Branch_1'):
-      tower_1 = slim.conv2d(net, 192, 1, scope='Conv2d_0a_1x1')
-      tower_1 = slim.conv2d(tower_1, 224, [1, 3], scope='Conv2d_0b_1x3')
-      tower_1 = slim.conv2d(tower_1, 256, [3, 1], scope='Conv2d_0c_3x1')
-    mixed = tf.concat(axis=3, values=[tower_0, tower_1])
+    mixed = towers(
+        net,
+        [conv(192, 1, 'Conv2d_1x1')],
+        [conv(192, 1, 'Conv2d_0a_1x1'), conv(224, [1, 3], 'Conv2d_0b_1x3'),
+         conv(256, [3, 1], 'Conv2d_0c_3x1')])
     return _add_residual(net, mixed, scale, activation_fn)
 
 
@@ -81,55 +78,35 @@ _END_POINTS = ('Conv2d_1a_3x3', 'Conv2d_2a_3x3', 'Conv2d_2b_3x3',
 
 
 def _mixed_5b(net):
-  with tf1.variable_scope('Branch_0'):
-    tower_0 = slim.conv2d(net, 96, 1, scope='Conv2d_1x1')
-  with tf1.variable_scope('Branch_1'):
-    tower_1 = slim.conv2d(net, 48, 1, scope='Conv2d_0a_1x1')
-    tower_1 = slim.conv2d(tower_1, 64, 5, scope='Conv2d_0b_5x5')
-  with tf1.variable_scope('Branch_2'):
-    tower_2 = slim.conv2d(net, 64, 1, scope='Conv2d_0a_1x1')
-    tower_2 = slim.conv2d(tower_2, 96, 3, scope='Conv2d_0b_3x3')
-    tower_2 = slim.conv2d(tower_2, 96, 3, scope='Conv2d_0c_3x3')
-  with tf1.variable_scope('Branch_3'):
-    tower_3 = slim.avg_pool2d(net, 3, stride=1, padding='SAME',
-                              scope='AvgPool_0a_3x3')
-    tower_3 = slim.conv2d(tower_3, 64, 1, scope='Conv2d_0b_1x1')
-  return tf.concat([tower_0, tower_1, tower_2, tower_3], 3)
+  return towers(
+      net,
+      [conv(96, 1, 'Conv2d_1x1')],
+      [conv(48, 1, 'Conv2d_0a_1x1'), conv(64, 5, 'Conv2d_0b_5x5')],
+      [conv(64, 1, 'Conv2d_0a_1x1'), conv(96, 3, 'Conv2d_0b_3x3'),
+       conv(96, 3, 'Conv2d_0c_3x3')],
+      [avg_pool(3, 'AvgPool_0a_3x3', stride=1, padding='SAME'),
+       conv(64, 1, 'Conv2d_0b_1x1')])
 
 
 def _mixed_6a(net, stride, padding):
-  with tf1.variable_scope('Branch_0'):
-    tower_0 = slim.conv2d(net, 384, 3, stride=stride, padding=padding,
-                          scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_1'):
-    tower_1 = slim.conv2d(net, 256, 1, scope='Conv2d_0a_1x1')
-    tower_1 = slim.conv2d(tower_1, 256, 3, scope='Conv2d_0b_3x3')
-    tower_1 = slim.conv2d(tower_1, 384, 3, stride=stride, padding=padding,
-                          scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_2'):
-    tower_2 = slim.max_pool2d(net, 3, stride=stride, padding=padding,
-                              scope='MaxPool_1a_3x3')
-  return tf.concat([tower_0, tower_1, tower_2], 3)
+  return towers(
+      net,
+      [conv(384, 3, 'Conv2d_1a_3x3', stride=stride, padding=padding)],
+      [conv(256, 1, 'Conv2d_0a_1x1'), conv(256, 3, 'Conv2d_0b_3x3'),
+       conv(384, 3, 'Conv2d_1a_3x3', stride=stride, padding=padding)],
+      [max_pool(3, 'MaxPool_1a_3x3', stride=stride, padding=padding)])
 
 
 def _mixed_7a(net, padding):
-  with tf1.variable_scope('Branch_0'):
-    tower_0 = slim.conv2d(net, 256, 1, scope='Conv2d_0a_1x1')
-    tower_0 = slim.conv2d(tower_0, 384, 3, stride=2, padding=padding,
-                          scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_1'):
-    tower_1 = slim.conv2d(net, 256, 1, scope='Conv2d_0a_1x1')
-    tower_1 = slim.conv2d(tower_1, 288, 3, stride=2, padding=padding,
-                          scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_2'):
-    tower_2 = slim.conv2d(net, 256, 1, scope='Conv2d_0a_1x1')
-    tower_2 = slim.conv2d(tower_2, 288, 3, scope='Conv2d_0b_3x3')
-    tower_2 = slim.conv2d(tower_2, 320, 3, stride=2, padding=padding,
-                          scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_3'):
-    tower_3 = slim.max_pool2d(net, 3, stride=2, padding=padding,
-                              scope='MaxPool_1a_3x3')
-  return tf.concat([tower_0, tower_1, tower_2, tower_3], 3)
+  return towers(
+      net,
+      [conv(256, 1, 'Conv2d_0a_1x1'),
+       conv(384, 3, 'Conv2d_1a_3x3', stride=2, padding=padding)],
+      [conv(256, 1, 'Conv2d_0a_1x1'),
+       conv(288, 3, 'Conv2d_1a_3x3', stride=2, padding=padding)],
+      [conv(256, 1, 'Conv2d_0a_1x1'), conv(288, 3, 'Conv2d_0b_3x3'),
+       conv(320, 3, 'Conv2d_1a_3x3', stride=2, padding=padding)],
+      [max_pool(3, 'MaxPool_1a_3x3', stride=2, padding=padding)])
 
 
 def inception_resnet_v2_base(inputs, final_endpoint='Conv2d_7b_1x1',
@@ -221,20 +198,6 @@ def inception_resnet_v2_base(inputs, final_endpoint='Conv2d_7b_1x1',
       return net, end_points
 
 
-def _aux_logits(net, num_classes):
-  """Auxiliary classifier on the 17x17 features (PreAuxLogits)."""
-  with tf1.variable_scope('AuxLogits'):
-    # The pool's scope name is the checkpoint's, though it is a 5x5 pool.
-    net = slim.avg_pool2d(net, 5, stride=3, padding='VALID',
-                          scope='Conv2d_1a_3x3')
-    net = slim.conv2d(net, 128, 1, scope='Conv2d_1b_1x1')
-    net = slim.conv2d(net, 768, net.get_shape()[1:3], padding='VALID',
-                      scope='Conv2d_2a_5x5')
-    net = slim.flatten(net)
-    return slim.fully_connected(net, num_classes, activation_fn=None,
-                                scope='Logits')
-
-
 def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
                         dropout_keep_prob=0.8, reuse=None,
                         scope='InceptionResnetV2', create_aux_logits=True,
@@ -265,15 +228,12 @@ def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
       net, end_points = inception_resnet_v2_base(inputs, scope=scope,
                                                  activation_fn=activation_fn)
       if create_aux_logits and num_classes:
-        end_points['AuxLogits'] = _aux_logits(end_points['PreAuxLogits'],
-                                              num_classes)
+        # The pool's scope name is the checkpoint's, though it is a 5x5 pool.
+        end_points['AuxLogits'] = inception_utils.aux_logits(
+            end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
+            'Conv2d_2a_5x5', 'Logits')
       with tf1.variable_scope('Logits'):
-        kernel_size = net.get_shape()[1:3]
-        if kernel_size.is_fully_defined():
-          net = slim.avg_pool2d(net, kernel_size, padding='VALID',
-                                scope='AvgPool_1a_8x8')
-        else:  # unknown input size: same average, computed at run time
-          net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
+        net = inception_utils.average_whole_map(net, 'AvgPool_1a_8x8')
         end_points['global_pool'] = net
         if not num_classes:
           return net, end_points

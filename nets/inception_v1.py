@@ -15,8 +15,7 @@ from nets.registry import register_network
 tf1 = tf.compat.v1
 
 
-def trunc_normal(stddev):
-  return tf1.truncated_normal_initializer(0.0, stddev)
+trunc_normal = inception_utils.trunc_normal  # TF-Slim exposes it here
 
 
 # Depths of each Inception module, in the paper's column order:
@@ -181,10 +180,8 @@ def inception_v1(inputs,
         if not num_classes:
           return net, end_points
         net = slim.dropout(net, dropout_keep_prob, scope='Dropout_0b')
-        logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                             normalizer_fn=None, scope='Conv2d_0c_1x1')
-        if spatial_squeeze:
-          logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+        logits = inception_utils.logits_conv(net, num_classes, spatial_squeeze,
+                                             'Conv2d_0c_1x1')
         end_points['Logits'] = logits
         end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points

@@ -20,8 +20,7 @@ _reduced_kernel_size_for_small_input = (
     inception_utils.reduced_kernel_size_for_small_input)
 
 
-def trunc_normal(stddev):
-  return tf1.truncated_normal_initializer(0.0, stddev)
+trunc_normal = inception_utils.trunc_normal  # TF-Slim exposes it here
 
 
 # Inception modules that keep the spatial size: depths of
@@ -276,13 +275,8 @@ def inception_v2(inputs,
           net = slim.dropout(net, keep_prob=dropout_keep_prob,
                              scope='Dropout_1b')
           end_points['PreLogits'] = net
-          logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                               normalizer_fn=None, scope='Conv2d_1c_1x1')
-          if data_format == 'NCHW':
-            # Logits and predictions are channels-last whatever the layout.
-            logits = tf.transpose(logits, [0, 2, 3, 1])
-          if spatial_squeeze:
-            logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+          logits = inception_utils.logits_conv(
+              net, num_classes, spatial_squeeze, 'Conv2d_1c_1x1', data_format)
         end_points['Logits'] = logits
         end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points

@@ -20,8 +20,7 @@ _reduced_kernel_size_for_small_input = (
     inception_utils.reduced_kernel_size_for_small_input)
 
 
-def trunc_normal(stddev):
-  return tf1.truncated_normal_initializer(0.0, stddev)
+trunc_normal = inception_utils.trunc_normal  # TF-Slim exposes it here
 
 
 # 35x35 modules: depth of the pool projection, and the scopes of the 5x5
@@ -310,10 +309,8 @@ def inception_v3(inputs,
           return net, end_points
         net = slim.dropout(net, keep_prob=dropout_keep_prob, scope='Dropout_1b')
         end_points['PreLogits'] = net
-        logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                             normalizer_fn=None, scope='Conv2d_1c_1x1')
-        if spatial_squeeze:
-          logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
+        logits = inception_utils.logits_conv(net, num_classes, spatial_squeeze,
+                                             'Conv2d_1c_1x1')
       end_points['Logits'] = logits
       end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points

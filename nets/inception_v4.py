@@ -8,6 +8,8 @@ Reduction-A (Mixed_6a), 7 Inception-B blocks (Mixed_6b-h) at 17x17, Reduction-B
 (Mixed_7a) and 3 Inception-C blocks (Mixed_7b-d) at 8x8. The auxiliary head
 reads Mixed_6h.
 """
+import contextlib
+
 import tensorflow as tf
 import tf_slim as slim
 
@@ -18,150 +20,118 @@ from nets.registry import register_network
 tf1 = tf.compat.v1
 
 
-def _concat(branches):
-  return tf.concat(axis=3, values=branches)
+conv = inception_utils.conv
+avg_pool = inception_utils.avg_pool
+max_pool = inception_utils.max_pool
+split = inception_utils.split
+towers = inception_utils.towers
+
+
+@contextlib.contextmanager
+def _block(scope, default_scope, inputs, reuse):
+  """A block's variable scope, stride 1 and 'SAME' unless a layer says."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse):
+      yield
 
 
 def block_inception_a(inputs, scope=None, reuse=None):
   """Inception-A (35x35): 1x1, 1x1-3x3, 1x1-3x3-3x3 and avg-pool-1x1 towers."""
-  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                      stride=1, padding='SAME'):
-    with tf1.variable_scope(scope, 'BlockInceptionA', [inputs], reuse=reuse):
-      with tf1.variable_scope('Branch_0'):
-        branch_0 = slim.conv2d(inputs, 96, [1, 1], scope='Conv2d_0a_1x1')
-      with tf1.variable_scope('Branch_1'):
-        branch_1 = slim.conv2d(inputs, 64, [1, 1], scope='Conv2d_0a_1x1')
-        branch_1 = slim.conv2d(branch_1, 96, [3, 3], scope='Conv2d_0b_3x3')
-      with tf1.variable_scope('Branch_2'):
-        branch_2 = slim.conv2d(inputs, 64, [1, 1], scope='Conv2d_0a_1x1')
-        branch_2 = slim.conv2d(branch_2, 96, [3, 3], scope='Conv2d_0b_3x3')
-        branch_2 = slim.conv2d(branch_2, 96, [3, 3], scope='Conv2d_0c_3x3')
-      with tf1.variable_scope('Branch_3'):
-        branch_3 = slim.avg_pool2d(inputs, [3, 3], scope='AvgPool_0a_3x3')
-        branch_3 = slim.conv2d(branch_3, 96, [1, 1], scope='Conv2d_0b_1x1')
-      return _concat([branch_0, branch_1, branch_2, branch_3])
+  with _block(scope, 'BlockInceptionA', inputs, reuse):
+    return towers(
+        inputs,
+        [conv(96, [1, 1], 'Conv2d_0a_1x1')],
+        [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3')],
+        [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
+         conv(96, [3, 3], 'Conv2d_0c_3x3')],
+        [avg_pool([3, 3], 'AvgPool_0a_3x3'), conv(96, [1, 1], 'Conv2d_0b_1x1')])
 
 
 def block_reduction_a(inputs, scope=None, reuse=None):
   """Reduction-A (35x35 -> 17x17): strided 3x3, 1x1-3x3-strided 3x3, max-pool."""
-  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                      stride=1, padding='SAME'):
-    with tf1.variable_scope(scope, 'BlockReductionA', [inputs], reuse=reuse):
-      with tf1.variable_scope('Branch_0'):
-        branch_0 = slim.conv2d(inputs, 384, [3, 3], stride=2, padding='VALID',
-                               scope='Conv2d_1a_3x3')
-      with tf1.variable_scope('Branch_1'):
-        branch_1 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
-        branch_1 = slim.conv2d(branch_1, 224, [3, 3], scope='Conv2d_0b_3x3')
-        branch_1 = slim.conv2d(branch_1, 256, [3, 3], stride=2,
-                               padding='VALID', scope='Conv2d_1a_3x3')
-      with tf1.variable_scope('Branch_2'):
-        branch_2 = slim.max_pool2d(inputs, [3, 3], stride=2, padding='VALID',
-                                   scope='MaxPool_1a_3x3')
-      return _concat([branch_0, branch_1, branch_2])
+  with _block(scope, 'BlockReductionA', inputs, reuse):
+    return towers(
+        inputs,
+        [conv(384, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+         conv(224, [3, 3], 'Conv2d_0b_3x3'),
+         conv(256, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+        [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
 def block_inception_b(inputs, scope=None, reuse=None):
   """Inception-B (17x17): factorised 7x7 towers (1x7 / 7x1 pairs)."""
-  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                      stride=1, padding='SAME'):
-    with tf1.variable_scope(scope, 'BlockInceptionB', [inputs], reuse=reuse):
-      with tf1.variable_scope('Branch_0'):
-        branch_0 = slim.conv2d(inputs, 384, [1, 1], scope='Conv2d_0a_1x1')
-      with tf1.variable_scope('Branch_1'):
-        branch_1 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
-        branch_1 = slim.conv2d(branch_1, 224, [1, 7], scope='Conv2d_0b_1x7')
-        branch_1 = slim.conv2d(branch_1, 256, [7, 1], scope='Conv2d_0c_7x1')
-      with tf1.variable_scope('Branch_2'):
-        branch_2 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
-        branch_2 = slim.conv2d(branch_2, 192, [7, 1], scope='Conv2d_0b_7x1')
-        branch_2 = slim.conv2d(branch_2, 224, [1, 7], scope='Conv2d_0c_1x7')
-        branch_2 = slim.conv2d(branch_2, 224, [7, 1], scope='Conv2d_0d_7x1')
-        branch_2 = slim.conv2d(branch_2, 256, [1, 7], scope='Conv2d_0e_1x7')
-      with tf1.variable_scope('Branch_3'):
-        branch_3 = slim.avg_pool2d(inputs, [3, 3], scope='AvgPool_0a_3x3')
-        branch_3 = slim.conv2d(branch_3, 128, [1, 1], scope='Conv2d_0b_1x1')
-      return _concat([branch_0, branch_1, branch_2, branch_3])
+  with _block(scope, 'BlockInceptionB', inputs, reuse):
+    return towers(
+        inputs,
+        [conv(384, [1, 1], 'Conv2d_0a_1x1')],
+        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+         conv(224, [1, 7], 'Conv2d_0b_1x7'),
+         conv(256, [7, 1], 'Conv2d_0c_7x1')],
+        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+         conv(192, [7, 1], 'Conv2d_0b_7x1'),
+         conv(224, [1, 7], 'Conv2d_0c_1x7'),
+         conv(224, [7, 1], 'Conv2d_0d_7x1'),
+         conv(256, [1, 7], 'Conv2d_0e_1x7')],
+        [avg_pool([3, 3], 'AvgPool_0a_3x3'),
+         conv(128, [1, 1], 'Conv2d_0b_1x1')])
 
 
 def block_reduction_b(inputs, scope=None, reuse=None):
   """Reduction-B (17x17 -> 8x8): two strided conv towers and a max-pool."""
-  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                      stride=1, padding='SAME'):
-    with tf1.variable_scope(scope, 'BlockReductionB', [inputs], reuse=reuse):
-      with tf1.variable_scope('Branch_0'):
-        branch_0 = slim.conv2d(inputs, 192, [1, 1], scope='Conv2d_0a_1x1')
-        branch_0 = slim.conv2d(branch_0, 192, [3, 3], stride=2,
-                               padding='VALID', scope='Conv2d_1a_3x3')
-      with tf1.variable_scope('Branch_1'):
-        branch_1 = slim.conv2d(inputs, 256, [1, 1], scope='Conv2d_0a_1x1')
-        branch_1 = slim.conv2d(branch_1, 256, [1, 7], scope='Conv2d_0b_1x7')
-        branch_1 = slim.conv2d(branch_1, 320, [7, 1], scope='Conv2d_0c_7x1')
-        branch_1 = slim.conv2d(branch_1, 320, [3, 3], stride=2,
-                               padding='VALID', scope='Conv2d_1a_3x3')
-      with tf1.variable_scope('Branch_2'):
-        branch_2 = slim.max_pool2d(inputs, [3, 3], stride=2, padding='VALID',
-                                   scope='MaxPool_1a_3x3')
-      return _concat([branch_0, branch_1, branch_2])
+  with _block(scope, 'BlockReductionB', inputs, reuse):
+    return towers(
+        inputs,
+        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+         conv(192, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+        [conv(256, [1, 1], 'Conv2d_0a_1x1'),
+         conv(256, [1, 7], 'Conv2d_0b_1x7'),
+         conv(320, [7, 1], 'Conv2d_0c_7x1'),
+         conv(320, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+        [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
 def block_inception_c(inputs, scope=None, reuse=None):
   """Inception-C (8x8): towers that end in parallel 1x3 and 3x1 convs."""
-  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                      stride=1, padding='SAME'):
-    with tf1.variable_scope(scope, 'BlockInceptionC', [inputs], reuse=reuse):
-      with tf1.variable_scope('Branch_0'):
-        branch_0 = slim.conv2d(inputs, 256, [1, 1], scope='Conv2d_0a_1x1')
-      with tf1.variable_scope('Branch_1'):
-        branch_1 = slim.conv2d(inputs, 384, [1, 1], scope='Conv2d_0a_1x1')
-        branch_1 = _concat([
-            slim.conv2d(branch_1, 256, [1, 3], scope='Conv2d_0b_1x3'),
-            slim.conv2d(branch_1, 256, [3, 1], scope='Conv2d_0c_3x1')])
-      with tf1.variable_scope('Branch_2'):
-        branch_2 = slim.conv2d(inputs, 384, [1, 1], scope='Conv2d_0a_1x1')
-        branch_2 = slim.conv2d(branch_2, 448, [3, 1], scope='Conv2d_0b_3x1')
-        branch_2 = slim.conv2d(branch_2, 512, [1, 3], scope='Conv2d_0c_1x3')
-        branch_2 = _concat([
-            slim.conv2d(branch_2, 256, [1, 3], scope='Conv2d_0d_1x3'),
-            slim.conv2d(branch_2, 256, [3, 1], scope='Conv2d_0e_3x1')])
-      with tf1.variable_scope('Branch_3'):
-        branch_3 = slim.avg_pool2d(inputs, [3, 3], scope='AvgPool_0a_3x3')
-        branch_3 = slim.conv2d(branch_3, 256, [1, 1], scope='Conv2d_0b_1x1')
-      return _concat([branch_0, branch_1, branch_2, branch_3])
+  with _block(scope, 'BlockInceptionC', inputs, reuse):
+    return towers(
+        inputs,
+        [conv(256, [1, 1], 'Conv2d_0a_1x1')],
+        [conv(384, [1, 1], 'Conv2d_0a_1x1'),
+         split(conv(256, [1, 3], 'Conv2d_0b_1x3'),
+               conv(256, [3, 1], 'Conv2d_0c_3x1'))],
+        [conv(384, [1, 1], 'Conv2d_0a_1x1'),
+         conv(448, [3, 1], 'Conv2d_0b_3x1'),
+         conv(512, [1, 3], 'Conv2d_0c_1x3'),
+         split(conv(256, [1, 3], 'Conv2d_0d_1x3'),
+               conv(256, [3, 1], 'Conv2d_0e_3x1'))],
+        [avg_pool([3, 3], 'AvgPool_0a_3x3'),
+         conv(256, [1, 1], 'Conv2d_0b_1x1')])
 
 
 def _mixed_3a(net):
-  with tf1.variable_scope('Branch_0'):
-    branch_0 = slim.max_pool2d(net, [3, 3], stride=2, padding='VALID',
-                               scope='MaxPool_0a_3x3')
-  with tf1.variable_scope('Branch_1'):
-    branch_1 = slim.conv2d(net, 96, [3, 3], stride=2, padding='VALID',
-                           scope='Conv2d_0a_3x3')
-  return _concat([branch_0, branch_1])
+  return towers(
+      net,
+      [max_pool([3, 3], 'MaxPool_0a_3x3', stride=2, padding='VALID')],
+      [conv(96, [3, 3], 'Conv2d_0a_3x3', stride=2, padding='VALID')])
 
 
 def _mixed_4a(net):
-  with tf1.variable_scope('Branch_0'):
-    branch_0 = slim.conv2d(net, 64, [1, 1], scope='Conv2d_0a_1x1')
-    branch_0 = slim.conv2d(branch_0, 96, [3, 3], padding='VALID',
-                           scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_1'):
-    branch_1 = slim.conv2d(net, 64, [1, 1], scope='Conv2d_0a_1x1')
-    branch_1 = slim.conv2d(branch_1, 64, [1, 7], scope='Conv2d_0b_1x7')
-    branch_1 = slim.conv2d(branch_1, 64, [7, 1], scope='Conv2d_0c_7x1')
-    branch_1 = slim.conv2d(branch_1, 96, [3, 3], padding='VALID',
-                           scope='Conv2d_1a_3x3')
-  return _concat([branch_0, branch_1])
+  return towers(
+      net,
+      [conv(64, [1, 1], 'Conv2d_0a_1x1'),
+       conv(96, [3, 3], 'Conv2d_1a_3x3', padding='VALID')],
+      [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(64, [1, 7], 'Conv2d_0b_1x7'),
+       conv(64, [7, 1], 'Conv2d_0c_7x1'),
+       conv(96, [3, 3], 'Conv2d_1a_3x3', padding='VALID')])
 
 
 def _mixed_5a(net):
-  with tf1.variable_scope('Branch_0'):
-    branch_0 = slim.conv2d(net, 192, [3, 3], stride=2, padding='VALID',
-                           scope='Conv2d_1a_3x3')
-  with tf1.variable_scope('Branch_1'):
-    branch_1 = slim.max_pool2d(net, [3, 3], stride=2, padding='VALID',
-                               scope='MaxPool_1a_3x3')
-  return _concat([branch_0, branch_1])
+  return towers(
+      net,
+      [conv(192, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+      [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
 def _stages():
@@ -224,20 +194,6 @@ def inception_v4_base(inputs, final_endpoint='Mixed_7d', scope=None):
           return net, end_points
 
 
-def _aux_logits(net, num_classes):
-  """Auxiliary classifier on the 17x17 features (Mixed_6h)."""
-  with tf1.variable_scope('AuxLogits'):
-    net = slim.avg_pool2d(net, [5, 5], stride=3, padding='VALID',
-                          scope='AvgPool_1a_5x5')
-    net = slim.conv2d(net, 128, [1, 1], scope='Conv2d_1b_1x1')
-    # A "5x5" conv that covers whatever spatial extent is left (5x5 at 299).
-    net = slim.conv2d(net, 768, net.get_shape()[1:3], padding='VALID',
-                      scope='Conv2d_2a')
-    net = slim.flatten(net)
-    return slim.fully_connected(net, num_classes, activation_fn=None,
-                                scope='Aux_logits')
-
-
 def inception_v4(inputs, num_classes=1001, is_training=True,
                  dropout_keep_prob=0.8, reuse=None, scope='InceptionV4',
                  create_aux_logits=True):
@@ -265,16 +221,11 @@ def inception_v4(inputs, num_classes=1001, is_training=True,
       with slim.arg_scope([slim.conv2d, slim.max_pool2d, slim.avg_pool2d],
                           stride=1, padding='SAME'):
         if create_aux_logits and num_classes:
-          end_points['AuxLogits'] = _aux_logits(end_points['Mixed_6h'],
-                                                num_classes)
+          end_points['AuxLogits'] = inception_utils.aux_logits(
+              end_points['Mixed_6h'], num_classes, 'AvgPool_1a_5x5',
+              'Conv2d_2a', 'Aux_logits')
         with tf1.variable_scope('Logits'):
-          kernel_size = net.get_shape()[1:3]
-          if kernel_size.is_fully_defined():
-            net = slim.avg_pool2d(net, kernel_size, padding='VALID',
-                                  scope='AvgPool_1a')
-          else:  # unknown input size: same average, computed at run time
-            net = tf.reduce_mean(net, [1, 2], keepdims=True,
-                                 name='global_pool')
+          net = inception_utils.average_whole_map(net, 'AvgPool_1a')
           end_points['global_pool'] = net
           if not num_classes:
             return net, end_points

@@ -1,9 +1,10 @@
 """Maps a network name to a function that builds it: `get_network_fn`.
 
-Every module of the `nets` package and its subpackages (`nets.mobilenet`,
-`nets.nasnet`) is imported once, and registers its own networks (see
-nets/registry.py). Adding an architecture is one new module in nets/ that calls
-`register_network`; nothing here changes.
+Every family module of the `nets` package and its subpackages
+(`nets.mobilenet`, `nets.nasnet`) is imported once, and registers its own
+networks (see nets/registry.py); helpers are imported only by the families
+that use them (the rule is in nets/__init__.py). Adding an architecture is one
+new module in nets/ that calls `register_network`; nothing here changes.
 
 `networks_map` and `arg_scopes_map` are TF-Slim's tables (name -> network
 function, name -> arg-scope function), kept as read-only views of the
@@ -23,7 +24,7 @@ from nets.registry import NetworkInfo, register_network  # noqa: F401  (public A
 
 def _import_all_families():
   for module in pkgutil.walk_packages(nets.__path__, prefix='nets.'):
-    if not any(part.startswith('_') for part in module.name.split('.')):
+    if not module.ispkg and nets.is_family(module.name):
       importlib.import_module(module.name)
 
 

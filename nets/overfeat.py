@@ -9,6 +9,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from nets import fc_utils
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
@@ -56,32 +57,12 @@ def overfeat(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
       net = slim.conv2d(net, 1024, [3, 3], scope='conv5')
       net = slim.max_pool2d(net, [2, 2], scope='pool5')
 
-      # The "fully connected" layers start from a small truncated normal and
-      # 0.1 biases; the classifier's biases start at zero.
-      with slim.arg_scope([slim.conv2d],
-                          weights_initializer=tf1.truncated_normal_initializer(
-                              0.0, 0.005),
-                          biases_initializer=tf1.constant_initializer(0.1)):
-        net = slim.conv2d(net, 3072, [6, 6], padding='VALID', scope='fc6')
-        net = slim.dropout(net, dropout_keep_prob, is_training=is_training,
-                           scope='dropout6')
-        net = slim.conv2d(net, 4096, [1, 1], scope='fc7')
-        end_points = slim.utils.convert_collection_to_dict(collection)
-        if global_pool:
-          net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
-          end_points['global_pool'] = net
-        if num_classes:
-          net = slim.dropout(net, dropout_keep_prob, is_training=is_training,
-                             scope='dropout7')
-          net = slim.conv2d(net, num_classes, [1, 1],
-                            activation_fn=None,
-                            normalizer_fn=None,
-                            biases_initializer=tf1.zeros_initializer(),
-                            scope='fc8')
-          if spatial_squeeze:
-            net = tf.squeeze(net, [1, 2], name='fc8/squeezed')
-          end_points[sc.name + '/fc8'] = net
-  return net, end_points
+      with fc_utils.fc_initializers():
+        return fc_utils.fc_head(
+            net, collection, sc.name, num_classes, is_training,
+            dropout_keep_prob, spatial_squeeze, global_pool, fc6_depth=3072,
+            fc6_kernel=[6, 6],
+            logits_biases_initializer=tf1.zeros_initializer())
 
 
 overfeat.default_image_size = 231

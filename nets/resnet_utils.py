@@ -14,6 +14,7 @@ References:
   He et al., Identity Mappings in Deep Residual Networks. arXiv:1603.05027
 """
 import collections
+import contextlib
 
 import tensorflow as tf
 import tf_slim as slim
@@ -220,3 +221,68 @@ def classifier_head(net, end_points, num_classes, global_pool,
       end_points[scope_name + '/spatial_squeeze'] = net
     end_points['predictions'] = slim.softmax(net, scope='predictions')
   return net, end_points
+
+
+def resnet(inputs, blocks, unit_fn, preactivation, num_classes, is_training,
+           global_pool, output_stride, include_root_block, spatial_squeeze,
+           store_non_strided_activations, reuse, scope, default_scope):
+  """The skeleton of v1 and v2: root block, `blocks`, classifier head.
+
+  `preactivation` (v2) leaves conv1 without batch norm and activation (the
+  first unit's 'preact' provides them) and adds the final 'postnorm'.
+  `unit_fn` is the family's bottleneck, whose outputs become end points.
+  Arguments and results as resnet_v1.resnet_v1.
+  """
+  with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse) as sc:
+    end_points_collection = sc.original_name_scope + '_end_points'
+    with slim.arg_scope([slim.conv2d, unit_fn, stack_blocks_dense],
+                        outputs_collections=end_points_collection), \
+        (slim.arg_scope([slim.batch_norm], is_training=is_training)
+         if is_training is not None else contextlib.nullcontext()):
+      net = inputs
+      if include_root_block:
+        output_stride = check_root_output_stride(output_stride)
+        with (slim.arg_scope([slim.conv2d], activation_fn=None,
+                             normalizer_fn=None)
+              if preactivation else contextlib.nullcontext()):
+          net = conv2d_same(net, 64, 7, stride=2, scope='conv1')
+        net = slim.max_pool2d(net, [3, 3], stride=2, scope='pool1')
+      net = stack_blocks_dense(net, blocks, output_stride,
+                               store_non_strided_activations)
+      if preactivation:
+        net = slim.batch_norm(net, activation_fn=tf.nn.relu, scope='postnorm')
+      end_points = slim.utils.convert_collection_to_dict(
+          end_points_collection)
+      return classifier_head(net, end_points, num_classes, global_pool,
+                             spatial_squeeze, sc.name)
+
+
+def standard_resnet(resnet_fn, block_fn, depth):
+  """TF-Slim's `resnet_v<k>_<depth>`: `resnet_fn` over the four standard
+  blocks of `depth` (UNITS_PER_BLOCK) built by `block_fn`.
+
+  The function is named after its default scope, e.g. 'resnet_v1_50', and
+  keeps TF-Slim's signature and defaults.
+  """
+  name = '%s_%d' % (resnet_fn.__name__, depth)
+
+  def network(inputs, num_classes=None, is_training=True, global_pool=True,
+              output_stride=None, spatial_squeeze=True,
+              store_non_strided_activations=False, min_base_depth=8,
+              depth_multiplier=1, reuse=None, scope=name):
+    blocks = standard_blocks(block_fn, UNITS_PER_BLOCK[depth], min_base_depth,
+                             depth_multiplier)
+    return resnet_fn(
+        inputs, blocks, num_classes, is_training, global_pool=global_pool,
+        output_stride=output_stride, include_root_block=True,
+        spatial_squeeze=spatial_squeeze,
+        store_non_strided_activations=store_non_strided_activations,
+        reuse=reuse, scope=scope)
+
+  network.__name__ = network.__qualname__ = name
+  network.__module__ = resnet_fn.__module__
+  network.__doc__ = ('ResNet-%d: %s() over the standard blocks; arguments '
+                     'and results as %s().' % (depth, resnet_fn.__name__,
+                                               resnet_fn.__name__))
+  network.default_image_size = resnet_fn.default_image_size
+  return network

@@ -13,7 +13,7 @@ resnet_v1_* checkpoints (1000 classes, no background class, VGG preprocessing).
 [1] He et al., Deep Residual Learning for Image Recognition. arXiv:1512.03385
 [2] He et al., Identity Mappings in Deep Residual Networks. arXiv:1603.05027
 """
-import contextlib
+import functools
 
 import tensorflow as tf
 import tf_slim as slim
@@ -86,96 +86,26 @@ def resnet_v1(inputs, blocks, num_classes=None, is_training=True,
     end_points: ordered dict: conv1, every unit's convs and output, every
       block's output, then 'global_pool', logits and 'predictions'.
   """
-  with tf1.variable_scope(scope, 'resnet_v1', [inputs], reuse=reuse) as sc:
-    end_points_collection = sc.original_name_scope + '_end_points'
-    with slim.arg_scope([slim.conv2d, bottleneck,
-                         resnet_utils.stack_blocks_dense],
-                        outputs_collections=end_points_collection), \
-        (slim.arg_scope([slim.batch_norm], is_training=is_training)
-         if is_training is not None else contextlib.nullcontext()):
-      net = inputs
-      if include_root_block:
-        output_stride = resnet_utils.check_root_output_stride(output_stride)
-        net = resnet_utils.conv2d_same(net, 64, 7, stride=2, scope='conv1')
-        net = slim.max_pool2d(net, [3, 3], stride=2, scope='pool1')
-      net = resnet_utils.stack_blocks_dense(net, blocks, output_stride,
-                                            store_non_strided_activations)
-      end_points = slim.utils.convert_collection_to_dict(
-          end_points_collection)
-      return resnet_utils.classifier_head(net, end_points, num_classes,
-                                          global_pool, spatial_squeeze,
-                                          sc.name)
+  return resnet_utils.resnet(
+      inputs, blocks, bottleneck, False, num_classes, is_training,
+      global_pool, output_stride, include_root_block, spatial_squeeze,
+      store_non_strided_activations, reuse, scope, 'resnet_v1')
 
 
 resnet_v1.default_image_size = 224
 
 
-def resnet_v1_block(scope, base_depth, num_units, stride):
-  """A block of `num_units` v1 bottlenecks; the last one strides."""
-  return resnet_utils.bottleneck_block(bottleneck, scope, base_depth,
-                                       num_units, stride)
+# resnet_v1_block(scope, base_depth, num_units, stride): a block of
+# `num_units` v1 bottlenecks; the last one strides.
+resnet_v1_block = functools.partial(resnet_utils.bottleneck_block, bottleneck)
 
 
-def _standard_resnet_v1(depth, inputs, num_classes, is_training, global_pool,
-                        output_stride, spatial_squeeze,
-                        store_non_strided_activations, min_base_depth,
-                        depth_multiplier, reuse, scope):
-  blocks = resnet_utils.standard_blocks(
-      resnet_v1_block, resnet_utils.UNITS_PER_BLOCK[depth], min_base_depth,
-      depth_multiplier)
-  return resnet_v1(inputs, blocks, num_classes, is_training,
-                   global_pool=global_pool, output_stride=output_stride,
-                   include_root_block=True, spatial_squeeze=spatial_squeeze,
-                   store_non_strided_activations=store_non_strided_activations,
-                   reuse=reuse, scope=scope)
-
-
-def resnet_v1_50(inputs, num_classes=None, is_training=True, global_pool=True,
-                 output_stride=None, spatial_squeeze=True,
-                 store_non_strided_activations=False, min_base_depth=8,
-                 depth_multiplier=1, reuse=None, scope='resnet_v1_50'):
-  """ResNet-50 of [1]; arguments and results as resnet_v1()."""
-  return _standard_resnet_v1(50, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
-
-def resnet_v1_101(inputs, num_classes=None, is_training=True, global_pool=True,
-                  output_stride=None, spatial_squeeze=True,
-                  store_non_strided_activations=False, min_base_depth=8,
-                  depth_multiplier=1, reuse=None, scope='resnet_v1_101'):
-  """ResNet-101 of [1]; arguments and results as resnet_v1()."""
-  return _standard_resnet_v1(101, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
-
-def resnet_v1_152(inputs, num_classes=None, is_training=True, global_pool=True,
-                  output_stride=None, spatial_squeeze=True,
-                  store_non_strided_activations=False, min_base_depth=8,
-                  depth_multiplier=1, reuse=None, scope='resnet_v1_152'):
-  """ResNet-152 of [1]; arguments and results as resnet_v1()."""
-  return _standard_resnet_v1(152, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
-
-def resnet_v1_200(inputs, num_classes=None, is_training=True, global_pool=True,
-                  output_stride=None, spatial_squeeze=True,
-                  store_non_strided_activations=False, min_base_depth=8,
-                  depth_multiplier=1, reuse=None, scope='resnet_v1_200'):
-  """ResNet-200 of [2] with v1 units; arguments and results as resnet_v1()."""
-  return _standard_resnet_v1(200, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
+# TF-Slim's depths, one function each (UNITS_PER_BLOCK: 50, 101, 152, 200).
+resnet_v1_50, resnet_v1_101, resnet_v1_152, resnet_v1_200 = (
+    resnet_utils.standard_resnet(resnet_v1, resnet_v1_block, depth)
+    for depth in resnet_utils.UNITS_PER_BLOCK)
 
 for _network in (resnet_v1_50, resnet_v1_101, resnet_v1_152, resnet_v1_200):
-  _network.default_image_size = resnet_v1.default_image_size
   # The published v1 checkpoints were converted from MSRA's Caffe models:
   # 1000 classes (no background), VGG-style mean subtraction.
   registry.register_network(

@@ -13,7 +13,7 @@ with VGG preprocessing in TF-Slim's preprocessing_factory.
 [1] He et al., Deep Residual Learning for Image Recognition. arXiv:1512.03385
 [2] He et al., Identity Mappings in Deep Residual Networks. arXiv:1603.05027
 """
-import contextlib
+import functools
 
 import tensorflow as tf
 import tf_slim as slim
@@ -65,100 +65,26 @@ def resnet_v2(inputs, blocks, num_classes=None, is_training=True,
   `inputs` should come from a convolution without normalization/activation,
   as conv1's output does. 'postnorm' has no end point (as in TF-Slim).
   """
-  with tf1.variable_scope(scope, 'resnet_v2', [inputs], reuse=reuse) as sc:
-    end_points_collection = sc.original_name_scope + '_end_points'
-    with slim.arg_scope([slim.conv2d, bottleneck,
-                         resnet_utils.stack_blocks_dense],
-                        outputs_collections=end_points_collection), \
-        (slim.arg_scope([slim.batch_norm], is_training=is_training)
-         if is_training is not None else contextlib.nullcontext()):
-      net = inputs
-      if include_root_block:
-        output_stride = resnet_utils.check_root_output_stride(output_stride)
-        # The first unit's preact normalizes and activates conv1's output.
-        with slim.arg_scope([slim.conv2d], activation_fn=None,
-                            normalizer_fn=None):
-          net = resnet_utils.conv2d_same(net, 64, 7, stride=2, scope='conv1')
-        net = slim.max_pool2d(net, [3, 3], stride=2, scope='pool1')
-      net = resnet_utils.stack_blocks_dense(net, blocks, output_stride,
-                                            store_non_strided_activations)
-      net = slim.batch_norm(net, activation_fn=tf.nn.relu, scope='postnorm')
-      end_points = slim.utils.convert_collection_to_dict(
-          end_points_collection)
-      return resnet_utils.classifier_head(net, end_points, num_classes,
-                                          global_pool, spatial_squeeze,
-                                          sc.name)
+  return resnet_utils.resnet(
+      inputs, blocks, bottleneck, True, num_classes, is_training,
+      global_pool, output_stride, include_root_block, spatial_squeeze,
+      store_non_strided_activations, reuse, scope, 'resnet_v2')
 
 
 resnet_v2.default_image_size = 224
 
 
-def resnet_v2_block(scope, base_depth, num_units, stride):
-  """A block of `num_units` v2 bottlenecks; the last one strides."""
-  return resnet_utils.bottleneck_block(bottleneck, scope, base_depth,
-                                       num_units, stride)
+# resnet_v2_block(scope, base_depth, num_units, stride): a block of
+# `num_units` v2 bottlenecks; the last one strides.
+resnet_v2_block = functools.partial(resnet_utils.bottleneck_block, bottleneck)
 
 
-def _standard_resnet_v2(depth, inputs, num_classes, is_training, global_pool,
-                        output_stride, spatial_squeeze,
-                        store_non_strided_activations, min_base_depth,
-                        depth_multiplier, reuse, scope):
-  blocks = resnet_utils.standard_blocks(
-      resnet_v2_block, resnet_utils.UNITS_PER_BLOCK[depth], min_base_depth,
-      depth_multiplier)
-  return resnet_v2(inputs, blocks, num_classes, is_training,
-                   global_pool=global_pool, output_stride=output_stride,
-                   include_root_block=True, spatial_squeeze=spatial_squeeze,
-                   store_non_strided_activations=store_non_strided_activations,
-                   reuse=reuse, scope=scope)
-
-
-def resnet_v2_50(inputs, num_classes=None, is_training=True, global_pool=True,
-                 output_stride=None, spatial_squeeze=True,
-                 store_non_strided_activations=False, min_base_depth=8,
-                 depth_multiplier=1, reuse=None, scope='resnet_v2_50'):
-  """ResNet-50 with v2 units; arguments and results as resnet_v2()."""
-  return _standard_resnet_v2(50, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
-
-def resnet_v2_101(inputs, num_classes=None, is_training=True, global_pool=True,
-                  output_stride=None, spatial_squeeze=True,
-                  store_non_strided_activations=False, min_base_depth=8,
-                  depth_multiplier=1, reuse=None, scope='resnet_v2_101'):
-  """ResNet-101 with v2 units; arguments and results as resnet_v2()."""
-  return _standard_resnet_v2(101, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
-
-def resnet_v2_152(inputs, num_classes=None, is_training=True, global_pool=True,
-                  output_stride=None, spatial_squeeze=True,
-                  store_non_strided_activations=False, min_base_depth=8,
-                  depth_multiplier=1, reuse=None, scope='resnet_v2_152'):
-  """ResNet-152 with v2 units; arguments and results as resnet_v2()."""
-  return _standard_resnet_v2(152, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
-
-def resnet_v2_200(inputs, num_classes=None, is_training=True, global_pool=True,
-                  output_stride=None, spatial_squeeze=True,
-                  store_non_strided_activations=False, min_base_depth=8,
-                  depth_multiplier=1, reuse=None, scope='resnet_v2_200'):
-  """ResNet-200 of [2]; arguments and results as resnet_v2()."""
-  return _standard_resnet_v2(200, inputs, num_classes, is_training,
-                             global_pool, output_stride, spatial_squeeze,
-                             store_non_strided_activations, min_base_depth,
-                             depth_multiplier, reuse, scope)
-
+# TF-Slim's depths, one function each (UNITS_PER_BLOCK: 50, 101, 152, 200).
+resnet_v2_50, resnet_v2_101, resnet_v2_152, resnet_v2_200 = (
+    resnet_utils.standard_resnet(resnet_v2, resnet_v2_block, depth)
+    for depth in resnet_utils.UNITS_PER_BLOCK)
 
 for _network in (resnet_v2_50, resnet_v2_101, resnet_v2_152, resnet_v2_200):
-  _network.default_image_size = resnet_v2.default_image_size
   registry.register_network(
       _network.__name__, _network, resnet_arg_scope,
       _network.default_image_size, num_classes=1001,

@@ -40,8 +40,7 @@ SWITCHABLE_STAGES = ('Conv2d_2c_3x3', 'Mixed_3b', 'Mixed_3c', 'Mixed_4b',
 FIRST_TEMPORAL_KERNEL_SIZES = (1, 3, 5, 7)
 
 
-def trunc_normal(stddev):
-  return tf1.truncated_normal_initializer(0.0, stddev)
+trunc_normal = inception_utils.trunc_normal  # TF-Slim exposes it here
 
 
 def video_arg_scope(weight_decay=1e-7,

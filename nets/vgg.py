@@ -12,6 +12,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from nets import fc_utils
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
@@ -50,23 +51,10 @@ def _vgg(inputs, repeats, default_scope, num_classes, is_training,
                           scope='conv%d' % stage)
         net = slim.max_pool2d(net, [2, 2], scope='pool%d' % stage)
 
-      net = slim.conv2d(net, 4096, [7, 7], padding=fc_conv_padding, scope='fc6')
-      net = slim.dropout(net, dropout_keep_prob, is_training=is_training,
-                         scope='dropout6')
-      net = slim.conv2d(net, 4096, [1, 1], scope='fc7')
-      end_points = slim.utils.convert_collection_to_dict(collection)
-      if global_pool:
-        net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
-        end_points['global_pool'] = net
-      if num_classes:
-        net = slim.dropout(net, dropout_keep_prob, is_training=is_training,
-                           scope='dropout7')
-        net = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                          normalizer_fn=None, scope='fc8')
-        if spatial_squeeze:
-          net = tf.squeeze(net, [1, 2], name='fc8/squeezed')
-        end_points[sc.name + '/fc8'] = net
-  return net, end_points
+      return fc_utils.fc_head(
+          net, collection, sc.name, num_classes, is_training,
+          dropout_keep_prob, spatial_squeeze, global_pool, fc6_depth=4096,
+          fc6_kernel=[7, 7], fc6_padding=fc_conv_padding)
 
 
 _ARGS_DOC = """
@@ -88,40 +76,31 @@ _ARGS_DOC = """
 """
 
 
-def vgg_a(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
-          spatial_squeeze=True, scope='vgg_a', fc_conv_padding='VALID',
-          global_pool=False):
-  return _vgg(inputs, _REPEATS['vgg_a'], 'vgg_a', num_classes, is_training,
-              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
-              global_pool)
+def _variant(name, configuration):
+  """TF-Slim's vgg_<name>(inputs, ...): _vgg over the variant's _REPEATS."""
+
+  def network(inputs, num_classes=1000, is_training=True,
+              dropout_keep_prob=0.5, spatial_squeeze=True, scope=name,
+              fc_conv_padding='VALID', global_pool=False):
+    return _vgg(inputs, _REPEATS[name], name, num_classes, is_training,
+                dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+                global_pool)
+
+  network.__name__ = network.__qualname__ = name
+  network.__doc__ = 'VGG configuration %s.\n%s' % (configuration, _ARGS_DOC)
+  network.default_image_size = 224
+  return network
 
 
-def vgg_16(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
-           spatial_squeeze=True, scope='vgg_16', fc_conv_padding='VALID',
-           global_pool=False):
-  return _vgg(inputs, _REPEATS['vgg_16'], 'vgg_16', num_classes, is_training,
-              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
-              global_pool)
-
-
-def vgg_19(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
-           spatial_squeeze=True, scope='vgg_19', fc_conv_padding='VALID',
-           global_pool=False):
-  return _vgg(inputs, _REPEATS['vgg_19'], 'vgg_19', num_classes, is_training,
-              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
-              global_pool)
-
-
-vgg_a.__doc__ = 'VGG configuration A (11 layers).\n' + _ARGS_DOC
-vgg_16.__doc__ = 'VGG configuration D (16 layers).\n' + _ARGS_DOC
-vgg_19.__doc__ = 'VGG configuration E (19 layers).\n' + _ARGS_DOC
+vgg_a = _variant('vgg_a', 'A (11 layers)')
+vgg_16 = _variant('vgg_16', 'D (16 layers)')
+vgg_19 = _variant('vgg_19', 'E (19 layers)')
 
 # The configuration letters of the paper, as TF-Slim exports them.
 vgg_d = vgg_16
 vgg_e = vgg_19
 
 for _fn in (vgg_a, vgg_16, vgg_19):
-  _fn.default_image_size = 224
   # The published VGG checkpoints have 1000 classes, without a background class.
   register_network(_fn.__name__, _fn, vgg_arg_scope, _fn.default_image_size,
                    num_classes=1000, preprocessing_name='vgg',

@@ -10,8 +10,6 @@ and 0.35 in fine-grain classification mode (its last layer keeps 1280
 channels). Scopes: MobilenetV2/Conv, MobilenetV2/expanded_conv[_<i>]/{expand,
 depthwise,project}, MobilenetV2/Conv_1, MobilenetV2/Logits/Conv2d_1c_1x1.
 """
-import functools
-
 import tensorflow as tf
 import tf_slim as slim
 
@@ -99,8 +97,7 @@ def mobilenet(input_tensor,
   """
   if conv_defs is None:
     conv_defs = V2_DEF
-  if 'multiplier' in kwargs:
-    raise ValueError('mobilenet_v2 takes depth_multiplier=, not multiplier=')
+  lib.check_no_multiplier(kwargs, 'mobilenet_v2')
   if finegrain_classification_mode and depth_multiplier < 1:
     conv_defs = lib.with_last_layer_kept(conv_defs)
   if activation_fn:
@@ -121,11 +118,7 @@ def mobilenet(input_tensor,
 mobilenet.default_image_size = 224
 
 
-@slim.add_arg_scope
-def mobilenet_base(input_tensor, depth_multiplier=1.0, **kwargs):
-  """MobileNet v2 without pooling and logits: (net, end_points)."""
-  return mobilenet(input_tensor, depth_multiplier=depth_multiplier,
-                   base_only=True, **kwargs)
+mobilenet_base = lib.base_network(mobilenet)
 
 
 def training_scope(**kwargs):
@@ -134,17 +127,11 @@ def training_scope(**kwargs):
   return lib.training_scope(**kwargs)
 
 
-def _variant(**defaults):
-  fn = functools.partial(mobilenet, **defaults)
-  functools.update_wrapper(fn, mobilenet)
-  return fn
-
-
-mobilenet_v2_140 = _variant(depth_multiplier=1.4)
-mobilenet_v2_050 = _variant(depth_multiplier=0.5,
-                            finegrain_classification_mode=True)
-mobilenet_v2_035 = _variant(depth_multiplier=0.35,
-                            finegrain_classification_mode=True)
+mobilenet_v2_140 = lib.variant(mobilenet, depth_multiplier=1.4)
+mobilenet_v2_050 = lib.variant(mobilenet, depth_multiplier=0.5,
+                               finegrain_classification_mode=True)
+mobilenet_v2_035 = lib.variant(mobilenet, depth_multiplier=0.35,
+                               finegrain_classification_mode=True)
 
 _LOGITS = ('MobilenetV2/Logits',)
 register_network('mobilenet_v2', mobilenet, training_scope, 224,

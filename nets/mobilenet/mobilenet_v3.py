@@ -222,27 +222,13 @@ def mobilenet(input_tensor,
               **kwargs):
   """MobileNet v3 classifier; inference mode unless is_training=True.
 
-  Args:
-    input_tensor: [batch, height, width, channels] tensor.
-    num_classes: number of classes; 0 or None returns pooled features.
-    depth_multiplier: multiplies the depth of every layer.
-    scope: variable scope.
-    conv_defs: architecture (V3_LARGE if None).
-    finegrain_classification_mode: keep the last layer at its full depth
-      whatever the multiplier (ignored if final_endpoint stops earlier).
-    **kwargs: passed to mobilenet.mobilenet: is_training, prediction_fn,
-      reuse, base_only, final_endpoint, output_stride, use_explicit_padding.
-
-  Returns:
-    (logits, end_points).
-
-  Raises:
-    ValueError: on a generic `multiplier` argument.
+  Arguments and results as mobilenet_v2.mobilenet, except that `conv_defs`
+  defaults to V3_LARGE and `finegrain_classification_mode` keeps the last
+  layer at its full depth whatever the multiplier.
   """
   if conv_defs is None:
     conv_defs = V3_LARGE
-  if 'multiplier' in kwargs:
-    raise ValueError('mobilenet_v3 takes depth_multiplier=, not multiplier=')
+  lib.check_no_multiplier(kwargs, 'mobilenet_v3')
   if finegrain_classification_mode:
     conv_defs = lib.with_last_layer_kept(conv_defs)
   return lib.mobilenet(input_tensor, num_classes=num_classes,
@@ -254,27 +240,18 @@ mobilenet.default_image_size = 224
 training_scope = lib.training_scope
 
 
-@slim.add_arg_scope
-def mobilenet_base(input_tensor, depth_multiplier=1.0, **kwargs):
-  """MobileNet v3 without pooling and logits: (net, end_points)."""
-  return mobilenet(input_tensor, depth_multiplier=depth_multiplier,
-                   base_only=True, **kwargs)
+mobilenet_base = lib.base_network(mobilenet)
 
 
-def _variant(**defaults):
-  fn = functools.partial(mobilenet, **defaults)
-  functools.update_wrapper(fn, mobilenet)
-  return fn
-
-
-large = _variant(conv_defs=V3_LARGE)
-small = _variant(conv_defs=V3_SMALL)
-large_minimalistic = _variant(conv_defs=V3_LARGE_MINIMALISTIC)
-small_minimalistic = _variant(conv_defs=V3_SMALL_MINIMALISTIC)
-edge_tpu = _variant(conv_defs=V3_EDGETPU, scope='MobilenetEdgeTPU')
-edge_tpu_075 = _variant(conv_defs=V3_EDGETPU, scope='MobilenetEdgeTPU',
-                        depth_multiplier=0.75,
-                        finegrain_classification_mode=True)
+large = lib.variant(mobilenet, conv_defs=V3_LARGE)
+small = lib.variant(mobilenet, conv_defs=V3_SMALL)
+large_minimalistic = lib.variant(mobilenet, conv_defs=V3_LARGE_MINIMALISTIC)
+small_minimalistic = lib.variant(mobilenet, conv_defs=V3_SMALL_MINIMALISTIC)
+edge_tpu = lib.variant(mobilenet, conv_defs=V3_EDGETPU,
+                       scope='MobilenetEdgeTPU')
+edge_tpu_075 = lib.variant(mobilenet, conv_defs=V3_EDGETPU,
+                           scope='MobilenetEdgeTPU', depth_multiplier=0.75,
+                           finegrain_classification_mode=True)
 
 for _name, _fn, _scope in (
     ('mobilenet_v3_large', large, 'MobilenetV3'),

@@ -10,30 +10,12 @@ In training an auxiliary head (`aux_<cell>`) reads the cell before the second
 reduction, and drop-path (cifar and large) ramps up with depth and the global
 step. Scope names are those of the published checkpoints.
 """
-import contextlib
-import copy
-import types
-
 import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
 from nets.nasnet import nasnet_utils
 from nets.registry import register_network
-
-tf1 = tf.compat.v1
-
-
-class HParams(types.SimpleNamespace):
-  """A bag of hyper-parameters (stands in for tf.contrib.training.HParams)."""
-
-  def set_hparam(self, name, value):
-    if not hasattr(self, name):
-      raise ValueError('unknown hyper-parameter %r' % (name,))
-    setattr(self, name, value)
-
-  def values(self):
-    return dict(vars(self))
 
 
 # Training notes of the published checkpoints: auxiliary head loss weight 0.4;
@@ -42,74 +24,24 @@ class HParams(types.SimpleNamespace):
 # 2.4 epochs, gradient norm clipped at 10, sync SGD (large: 100 replicas x 16
 # at lr 0.015 * 100; mobile: 50 x 32 at lr 0.04 * 50).
 def cifar_config():
-  return HParams(
-      stem_multiplier=3.0,
-      drop_path_keep_prob=0.6,
-      num_cells=18,
-      use_aux_head=1,
-      num_conv_filters=32,
-      dense_dropout_keep_prob=1.0,
-      filter_scaling_rate=2.0,
-      num_reduction_layers=2,
-      data_format='NHWC',
+  return nasnet_utils.model_config(
+      stem_multiplier=3.0, num_cells=18, num_conv_filters=32,
+      drop_path_keep_prob=0.6, dense_dropout_keep_prob=1.0,
       skip_reduction_layer_input=0,
       # 600 epochs at batch 32: drop-path reaches full strength at the end.
-      total_training_steps=937500,
-      use_bounded_activation=False,
-  )
+      total_training_steps=937500)
 
 
 def large_imagenet_config():
-  return HParams(
-      stem_multiplier=3.0,
-      dense_dropout_keep_prob=0.5,
-      num_cells=18,
-      filter_scaling_rate=2.0,
-      num_conv_filters=168,
-      drop_path_keep_prob=0.7,
-      use_aux_head=1,
-      num_reduction_layers=2,
-      data_format='NHWC',
-      skip_reduction_layer_input=1,
-      total_training_steps=250000,
-      use_bounded_activation=False,
-  )
+  return nasnet_utils.model_config(
+      stem_multiplier=3.0, num_cells=18, num_conv_filters=168,
+      drop_path_keep_prob=0.7, skip_reduction_layer_input=1)
 
 
 def mobile_imagenet_config():
-  return HParams(
-      stem_multiplier=1.0,
-      dense_dropout_keep_prob=0.5,
-      num_cells=12,
-      filter_scaling_rate=2.0,
-      drop_path_keep_prob=1.0,
-      num_conv_filters=44,
-      use_aux_head=1,
-      num_reduction_layers=2,
-      data_format='NHWC',
-      skip_reduction_layer_input=0,
-      total_training_steps=250000,
-      use_bounded_activation=False,
-  )
-
-
-def _training_hparams(config, default_config, is_training):
-  """A private copy of the config; drop-path is off outside training."""
-  hparams = default_config() if config is None else copy.deepcopy(config)
-  if not is_training:
-    hparams.set_hparam('drop_path_keep_prob', 1.0)
-  return hparams
-
-
-def _drop_path_step(hparams, current_step):
-  """The step drop-path ramps with: `current_step`, else the global step.
-
-  Fetched here, before any cell scope is entered, so a global step created on
-  first use is named 'global_step' rather than 'cell_0/.../global_step'.
-  """
-  if current_step is None and hparams.drop_path_keep_prob < 1.0:
-    current_step = tf1.train.get_or_create_global_step()
-  return current_step
+  return nasnet_utils.model_config(
+      stem_multiplier=1.0, num_cells=12, num_conv_filters=44,
+      drop_path_keep_prob=1.0, skip_reduction_layer_input=0)
 
 
 def _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon):
@@ -151,69 +83,6 @@ def nasnet_large_arg_scope(weight_decay=5e-5, batch_norm_decay=0.9997,
   return _nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon)
 
 
-@contextlib.contextmanager
-def _cell_arg_scope(is_training, data_format):
-  """Routes `is_training` and `data_format` to every layer a cell builds."""
-  with slim.arg_scope([slim.dropout, nasnet_utils.drop_path, slim.batch_norm],
-                      is_training=is_training):
-    with slim.arg_scope([slim.avg_pool2d, slim.max_pool2d, slim.conv2d,
-                         slim.batch_norm, slim.separable_conv2d,
-                         nasnet_utils.factorized_reduction,
-                         nasnet_utils.global_avg_pool,
-                         nasnet_utils.get_channel_index,
-                         nasnet_utils.get_channel_dim],
-                        data_format=data_format):
-      yield
-
-
-def _to_data_format(images, data_format):
-  """Inputs are NHWC; NCHW (faster on GPUs) transposes them once."""
-  if data_format == nasnet_utils.DATA_FORMAT_NCHW:
-    return tf.transpose(images, [0, 3, 1, 2])
-  return images
-
-
-def _build_aux_head(net, end_points, num_classes, hparams, scope):
-  """Auxiliary classifier: 5x5/3 avg pool, 1x1 conv (128), a conv spanning
-  the remaining map (768), fully connected; sets end_points['AuxLogits']."""
-  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
-  with tf1.variable_scope(scope):
-    aux_logits = tf.identity(net)
-    with tf1.variable_scope('aux_logits'):
-      aux_logits = slim.avg_pool2d(aux_logits, [5, 5], stride=3,
-                                   padding='VALID')
-      aux_logits = slim.conv2d(aux_logits, 128, [1, 1], scope='proj')
-      aux_logits = slim.batch_norm(aux_logits, scope='aux_bn0')
-      aux_logits = activation_fn(aux_logits)
-      if hparams.data_format == nasnet_utils.DATA_FORMAT_NHWC:
-        kernel = aux_logits.shape[1:3]
-      else:
-        kernel = aux_logits.shape[2:4]
-      aux_logits = slim.conv2d(aux_logits, 768, kernel, padding='VALID')
-      aux_logits = slim.batch_norm(aux_logits, scope='aux_bn1')
-      aux_logits = activation_fn(aux_logits)
-      aux_logits = slim.flatten(aux_logits)
-      end_points['AuxLogits'] = slim.fully_connected(aux_logits, num_classes)
-
-
-def _imagenet_stem(inputs, hparams, stem_cell, current_step=None):
-  """3x3/2 VALID conv, then two stride-2 cells at 1/4 and 1/2 of the filters."""
-  num_stem_cells = 2
-  net = slim.conv2d(inputs, int(32 * hparams.stem_multiplier), [3, 3],
-                    stride=2, padding='VALID', scope='conv0')
-  net = slim.batch_norm(net, scope='conv0_bn')
-  cell_outputs = [None, net]
-  filter_scaling = 1.0 / (hparams.filter_scaling_rate ** num_stem_cells)
-  for cell_num in range(num_stem_cells):
-    net = stem_cell(net, scope='cell_stem_{}'.format(cell_num),
-                    filter_scaling=filter_scaling, stride=2,
-                    prev_layer=cell_outputs[-2], cell_num=cell_num,
-                    current_step=current_step)
-    cell_outputs.append(net)
-    filter_scaling *= hparams.filter_scaling_rate
-  return net, cell_outputs
-
-
 def _cifar_stem(inputs, hparams):
   """One 3x3 conv + batch norm at full resolution."""
   net = slim.conv2d(inputs,
@@ -221,43 +90,6 @@ def _cifar_stem(inputs, hparams):
                     3, scope='l1_stem_3x3')
   net = slim.batch_norm(net, scope='l1_stem_bn')
   return net, [None, net]
-
-
-def _aux_head_cells(hparams):
-  """The aux head reads the cell just before the second reduction."""
-  reductions = nasnet_utils.calc_reduction_layers(
-      hparams.num_cells, hparams.num_reduction_layers)
-  return [reductions[1] - 1] if len(reductions) >= 2 else []
-
-
-class _EndPoints(object):
-  """Records end points; `add` says whether building should stop there."""
-
-  def __init__(self, final_endpoint):
-    self.final_endpoint = final_endpoint
-    self.end_points = {}
-
-  def add(self, name, net):
-    self.end_points[name] = net
-    return bool(self.final_endpoint) and name == self.final_endpoint
-
-
-def _classifier(net, points, num_classes, hparams):
-  """`final_layer`: relu, global average pool, dropout, fully connected."""
-  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
-  with tf1.variable_scope('final_layer'):
-    net = activation_fn(net)
-    net = nasnet_utils.global_avg_pool(net)
-    if points.add('global_pool', net) or not num_classes:
-      return net, points.end_points
-    net = slim.dropout(net, hparams.dense_dropout_keep_prob, scope='dropout')
-    logits = slim.fully_connected(net, num_classes)
-    if points.add('Logits', logits):
-      return logits, points.end_points
-    predictions = tf.nn.softmax(logits, name='predictions')
-    if points.add('Predictions', predictions):
-      return predictions, points.end_points
-  return logits, points.end_points
 
 
 def _build_nasnet_base(images, normal_cell, reduction_cell, num_classes,
@@ -268,12 +100,12 @@ def _build_nasnet_base(images, normal_cell, reduction_cell, num_classes,
   Returns (logits, end_points); with a falsy num_classes the pooled features,
   with `final_endpoint` that end point.
   """
-  points = _EndPoints(final_endpoint)
+  points = nasnet_utils.EndPoints(final_endpoint)
   reduction_indices = nasnet_utils.calc_reduction_layers(
       hparams.num_cells, hparams.num_reduction_layers)
   if stem_type == 'imagenet':
-    net, cell_outputs = _imagenet_stem(images, hparams, reduction_cell,
-                                       current_step=current_step)
+    net, cell_outputs = nasnet_utils.imagenet_stem(
+        images, hparams, reduction_cell, current_step=current_step)
   elif stem_type == 'cifar':
     net, cell_outputs = _cifar_stem(images, hparams)
   else:
@@ -282,7 +114,7 @@ def _build_nasnet_base(images, normal_cell, reduction_cell, num_classes,
   if points.add('Stem', net):
     return net, points.end_points
 
-  aux_head_cells = _aux_head_cells(hparams)
+  aux_head_cells = nasnet_utils.aux_head_cells(hparams)
   activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
   filter_scaling = 1.0
   # Drop-path depth counts every cell, the stem cells included.
@@ -316,19 +148,20 @@ def _build_nasnet_base(images, normal_cell, reduction_cell, num_classes,
     true_cell_num += 1
     if (hparams.use_aux_head and cell_num in aux_head_cells and num_classes
         and is_training):
-      _build_aux_head(activation_fn(net), points.end_points, num_classes,
-                      hparams, scope='aux_{}'.format(cell_num))
+      nasnet_utils.build_aux_head(activation_fn(net), points.end_points,
+                                  num_classes, hparams,
+                                  scope='aux_{}'.format(cell_num))
     cell_outputs.append(net)
 
-  return _classifier(net, points, num_classes, hparams)
+  return nasnet_utils.classifier(net, points, num_classes, hparams)
 
 
 def _build(images, num_classes, is_training, config, default_config,
            stem_type, final_endpoint=None, current_step=None):
   """The shared body of the three build_nasnet_* functions."""
-  hparams = _training_hparams(config, default_config, is_training)
-  images = _to_data_format(images, hparams.data_format)
-  current_step = _drop_path_step(hparams, current_step)
+  hparams = nasnet_utils.training_hparams(config, default_config, is_training)
+  images = nasnet_utils.to_data_format(images, hparams.data_format)
+  current_step = nasnet_utils.drop_path_step(hparams, current_step)
   # Drop-path depth counts the two reduction cells (and the stem cells).
   total_num_cells = hparams.num_cells + 2
   if stem_type == 'imagenet':
@@ -338,7 +171,7 @@ def _build(images, num_classes, is_training, config, default_config,
                hparams.use_bounded_activation)
   normal_cell = nasnet_utils.NasNetANormalCell(*cell_args)
   reduction_cell = nasnet_utils.NasNetAReductionCell(*cell_args)
-  with _cell_arg_scope(is_training, hparams.data_format):
+  with nasnet_utils.cell_arg_scope(is_training, hparams.data_format):
     return _build_nasnet_base(images, normal_cell=normal_cell,
                               reduction_cell=reduction_cell,
                               num_classes=num_classes, hparams=hparams,
@@ -379,11 +212,7 @@ def build_nasnet_large(images, num_classes, is_training=True,
 build_nasnet_large.default_image_size = 331
 
 
-def logits_scopes(config):
-  """The classifier scopes of a config: final_layer and its aux head."""
-  return ('final_layer',) + tuple(
-      'aux_{}'.format(cell) for cell in _aux_head_cells(config))
-
+logits_scopes = nasnet_utils.logits_scopes
 
 register_network('nasnet_cifar', build_nasnet_cifar, nasnet_cifar_arg_scope,
                  32, num_classes=10, preprocessing_name='cifarnet',

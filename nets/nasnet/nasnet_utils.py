@@ -16,7 +16,15 @@ Scope names (`cell_N/comb_iter_i/left/separable_5x5_1`, `beginning_bn`,
 `prev_1x1`, `path1_conv`, `cell_output/reduction_1`, ...) are those of the
 published checkpoints. `data_format` and `is_training` reach the helpers here
 through `slim.arg_scope`, as the builders in nasnet.py and pnasnet.py set them.
+
+The skeleton both families build on is here too: their hyper-parameters
+(`config`), the ImageNet stem, the auxiliary head, the classifier and the
+end-point bookkeeping. A helper: it registers no network.
 """
+import contextlib
+import copy
+import types
+
 import tensorflow as tf
 import tf_slim as slim
 
@@ -370,37 +378,186 @@ class NasNetABaseCell(object):
     return drop_path(net, keep_prob)
 
 
-class NasNetANormalCell(NasNetABaseCell):
+class SearchedCell(NasNetABaseCell):
+  """A cell whose searched architecture is a table of its class: OPERATIONS,
+  USED_HIDDENSTATES and HIDDENSTATE_INDICES (as in NasNetABaseCell)."""
+  OPERATIONS = USED_HIDDENSTATES = HIDDENSTATE_INDICES = ()
+
+  def __init__(self, num_conv_filters, drop_path_keep_prob, total_num_cells,
+               total_training_steps, use_bounded_activation=False):
+    super(SearchedCell, self).__init__(
+        num_conv_filters, list(self.OPERATIONS),
+        list(self.USED_HIDDENSTATES), list(self.HIDDENSTATE_INDICES),
+        drop_path_keep_prob, total_num_cells, total_training_steps,
+        use_bounded_activation)
+
+
+class NasNetANormalCell(SearchedCell):
   """The NASNet-A normal cell (keeps the spatial size)."""
 
-  def __init__(self, num_conv_filters, drop_path_keep_prob, total_num_cells,
-               total_training_steps, use_bounded_activation=False):
-    operations = ['separable_5x5_2', 'separable_3x3_2',
-                  'separable_5x5_2', 'separable_3x3_2',
-                  'avg_pool_3x3', 'none',
-                  'avg_pool_3x3', 'avg_pool_3x3',
-                  'separable_3x3_2', 'none']
-    used_hiddenstates = [1, 0, 0, 0, 0, 0, 0]
-    hiddenstate_indices = [0, 1, 1, 1, 0, 1, 1, 1, 0, 0]
-    super(NasNetANormalCell, self).__init__(
-        num_conv_filters, operations, used_hiddenstates, hiddenstate_indices,
-        drop_path_keep_prob, total_num_cells, total_training_steps,
-        use_bounded_activation)
+  OPERATIONS = ('separable_5x5_2', 'separable_3x3_2',
+                'separable_5x5_2', 'separable_3x3_2',
+                'avg_pool_3x3', 'none',
+                'avg_pool_3x3', 'avg_pool_3x3',
+                'separable_3x3_2', 'none')
+  USED_HIDDENSTATES = (1, 0, 0, 0, 0, 0, 0)
+  HIDDENSTATE_INDICES = (0, 1, 1, 1, 0, 1, 1, 1, 0, 0)
 
 
-class NasNetAReductionCell(NasNetABaseCell):
+class NasNetAReductionCell(SearchedCell):
   """The NASNet-A reduction cell (built with stride 2)."""
 
-  def __init__(self, num_conv_filters, drop_path_keep_prob, total_num_cells,
-               total_training_steps, use_bounded_activation=False):
-    operations = ['separable_5x5_2', 'separable_7x7_2',
-                  'max_pool_3x3', 'separable_7x7_2',
-                  'avg_pool_3x3', 'separable_5x5_2',
-                  'none', 'avg_pool_3x3',
-                  'separable_3x3_2', 'max_pool_3x3']
-    used_hiddenstates = [1, 1, 1, 0, 0, 0, 0]
-    hiddenstate_indices = [0, 1, 0, 1, 0, 1, 3, 2, 2, 0]
-    super(NasNetAReductionCell, self).__init__(
-        num_conv_filters, operations, used_hiddenstates, hiddenstate_indices,
-        drop_path_keep_prob, total_num_cells, total_training_steps,
-        use_bounded_activation)
+  OPERATIONS = ('separable_5x5_2', 'separable_7x7_2',
+                'max_pool_3x3', 'separable_7x7_2',
+                'avg_pool_3x3', 'separable_5x5_2',
+                'none', 'avg_pool_3x3',
+                'separable_3x3_2', 'max_pool_3x3')
+  USED_HIDDENSTATES = (1, 1, 1, 0, 0, 0, 0)
+  HIDDENSTATE_INDICES = (0, 1, 0, 1, 0, 1, 3, 2, 2, 0)
+
+
+# -- the skeleton NASNet-A and PNASNet share: stems, heads, end points --------
+class HParams(types.SimpleNamespace):
+  """A bag of hyper-parameters (stands in for tf.contrib.training.HParams)."""
+
+  def set_hparam(self, name, value):
+    if not hasattr(self, name):
+      raise ValueError('unknown hyper-parameter %r' % (name,))
+    setattr(self, name, value)
+
+  def values(self):
+    return dict(vars(self))
+
+
+def model_config(**hparams):
+  """The HParams of a published model: `hparams` over the values all the
+  published NASNet-A and PNASNet models share."""
+  shared = dict(dense_dropout_keep_prob=0.5, filter_scaling_rate=2.0,
+                use_aux_head=1, num_reduction_layers=2, data_format='NHWC',
+                total_training_steps=250000, use_bounded_activation=False)
+  return HParams(**dict(shared, **hparams))
+
+
+def training_hparams(config, default_config, is_training):
+  """A private copy of the config; drop-path is off outside training."""
+  hparams = default_config() if config is None else copy.deepcopy(config)
+  if not is_training:
+    hparams.set_hparam('drop_path_keep_prob', 1.0)
+  return hparams
+
+
+def drop_path_step(hparams, current_step):
+  """The step drop-path ramps with: `current_step`, else the global step.
+
+  Fetched here, before any cell scope is entered, so a global step created on
+  first use is named 'global_step' rather than 'cell_0/.../global_step'.
+  """
+  if current_step is None and hparams.drop_path_keep_prob < 1.0:
+    current_step = tf1.train.get_or_create_global_step()
+  return current_step
+
+
+@contextlib.contextmanager
+def cell_arg_scope(is_training, data_format):
+  """Routes `is_training` and `data_format` to every layer a cell builds."""
+  with slim.arg_scope([slim.dropout, drop_path, slim.batch_norm],
+                      is_training=is_training):
+    with slim.arg_scope([slim.avg_pool2d, slim.max_pool2d, slim.conv2d,
+                         slim.batch_norm, slim.separable_conv2d,
+                         factorized_reduction,
+                         global_avg_pool,
+                         get_channel_index,
+                         get_channel_dim],
+                        data_format=data_format):
+      yield
+
+
+def to_data_format(images, data_format):
+  """Inputs are NHWC; NCHW (faster on GPUs) transposes them once."""
+  if data_format == DATA_FORMAT_NCHW:
+    return tf.transpose(images, [0, 3, 1, 2])
+  return images
+
+
+def build_aux_head(net, end_points, num_classes, hparams, scope):
+  """Auxiliary classifier: 5x5/3 avg pool, 1x1 conv (128), a conv spanning
+  the remaining map (768), fully connected; sets end_points['AuxLogits']."""
+  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
+  with tf1.variable_scope(scope):
+    aux_logits = tf.identity(net)
+    with tf1.variable_scope('aux_logits'):
+      aux_logits = slim.avg_pool2d(aux_logits, [5, 5], stride=3,
+                                   padding='VALID')
+      aux_logits = slim.conv2d(aux_logits, 128, [1, 1], scope='proj')
+      aux_logits = slim.batch_norm(aux_logits, scope='aux_bn0')
+      aux_logits = activation_fn(aux_logits)
+      if hparams.data_format == DATA_FORMAT_NHWC:
+        kernel = aux_logits.shape[1:3]
+      else:
+        kernel = aux_logits.shape[2:4]
+      aux_logits = slim.conv2d(aux_logits, 768, kernel, padding='VALID')
+      aux_logits = slim.batch_norm(aux_logits, scope='aux_bn1')
+      aux_logits = activation_fn(aux_logits)
+      aux_logits = slim.flatten(aux_logits)
+      end_points['AuxLogits'] = slim.fully_connected(aux_logits, num_classes)
+
+
+def imagenet_stem(inputs, hparams, stem_cell, current_step=None):
+  """3x3/2 VALID conv, then two stride-2 cells at 1/4 and 1/2 of the filters."""
+  num_stem_cells = 2
+  net = slim.conv2d(inputs, int(32 * hparams.stem_multiplier), [3, 3],
+                    stride=2, padding='VALID', scope='conv0')
+  net = slim.batch_norm(net, scope='conv0_bn')
+  cell_outputs = [None, net]
+  filter_scaling = 1.0 / (hparams.filter_scaling_rate ** num_stem_cells)
+  for cell_num in range(num_stem_cells):
+    net = stem_cell(net, scope='cell_stem_{}'.format(cell_num),
+                    filter_scaling=filter_scaling, stride=2,
+                    prev_layer=cell_outputs[-2], cell_num=cell_num,
+                    current_step=current_step)
+    cell_outputs.append(net)
+    filter_scaling *= hparams.filter_scaling_rate
+  return net, cell_outputs
+
+
+def aux_head_cells(hparams):
+  """The aux head reads the cell just before the second reduction."""
+  reductions = calc_reduction_layers(
+      hparams.num_cells, hparams.num_reduction_layers)
+  return [reductions[1] - 1] if len(reductions) >= 2 else []
+
+
+class EndPoints(object):
+  """Records end points; `add` says whether building should stop there."""
+
+  def __init__(self, final_endpoint):
+    self.final_endpoint = final_endpoint
+    self.end_points = {}
+
+  def add(self, name, net):
+    self.end_points[name] = net
+    return bool(self.final_endpoint) and name == self.final_endpoint
+
+
+def classifier(net, points, num_classes, hparams):
+  """`final_layer`: relu, global average pool, dropout, fully connected."""
+  activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
+  with tf1.variable_scope('final_layer'):
+    net = activation_fn(net)
+    net = global_avg_pool(net)
+    if points.add('global_pool', net) or not num_classes:
+      return net, points.end_points
+    net = slim.dropout(net, hparams.dense_dropout_keep_prob, scope='dropout')
+    logits = slim.fully_connected(net, num_classes)
+    if points.add('Logits', logits):
+      return logits, points.end_points
+    predictions = tf.nn.softmax(logits, name='predictions')
+    if points.add('Predictions', predictions):
+      return predictions, points.end_points
+  return logits, points.end_points
+
+
+def logits_scopes(config):
+  """The classifier scopes of a config: final_layer and its aux head."""
+  return ('final_layer',) + tuple(
+      'aux_{}'.format(cell) for cell in aux_head_cells(config))

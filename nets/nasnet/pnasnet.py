@@ -4,7 +4,7 @@ One searched cell does everything: the stem (`cell_stem_0/1`, after the same
 3x3/2 conv as NASNet) and the body are all PNASNet-5 cells, the ones at 1/3 and
 2/3 of depth built with stride 2 and doubled filters instead of separate
 reduction cells. The cell machinery, stem, aux head and classifier are
-NASNet's (nets/nasnet/nasnet_utils.py, nets/nasnet/nasnet.py).
+NASNet's (nets/nasnet/nasnet_utils.py), and so are the arg_scopes.
   build_pnasnet_mobile  224 ImageNet, 9 cells of 54 filters.
   build_pnasnet_large   331 ImageNet, 12 cells of 216 filters.
 """
@@ -18,38 +18,16 @@ from nets.registry import register_network
 
 def large_imagenet_config():
   """PNASNet-5 Large."""
-  return nasnet.HParams(
-      stem_multiplier=3.0,
-      dense_dropout_keep_prob=0.5,
-      num_cells=12,
-      filter_scaling_rate=2.0,
-      num_conv_filters=216,
-      drop_path_keep_prob=0.6,
-      use_aux_head=1,
-      num_reduction_layers=2,
-      data_format='NHWC',
-      skip_reduction_layer_input=1,
-      total_training_steps=250000,
-      use_bounded_activation=False,
-  )
+  return nasnet_utils.model_config(
+      stem_multiplier=3.0, num_cells=12, num_conv_filters=216,
+      drop_path_keep_prob=0.6, skip_reduction_layer_input=1)
 
 
 def mobile_imagenet_config():
   """PNASNet-5 Mobile."""
-  return nasnet.HParams(
-      stem_multiplier=1.0,
-      dense_dropout_keep_prob=0.5,
-      num_cells=9,
-      filter_scaling_rate=2.0,
-      num_conv_filters=54,
-      drop_path_keep_prob=1.0,
-      use_aux_head=1,
-      num_reduction_layers=2,
-      data_format='NHWC',
-      skip_reduction_layer_input=1,
-      total_training_steps=250000,
-      use_bounded_activation=False,
-  )
+  return nasnet_utils.model_config(
+      stem_multiplier=1.0, num_cells=9, num_conv_filters=54,
+      drop_path_keep_prob=1.0, skip_reduction_layer_input=1)
 
 
 def pnasnet_large_arg_scope(weight_decay=4e-5, batch_norm_decay=0.9997,
@@ -67,26 +45,18 @@ def pnasnet_mobile_arg_scope(weight_decay=4e-5, batch_norm_decay=0.9997,
                                         batch_norm_epsilon)
 
 
-class PNasNetNormalCell(nasnet_utils.NasNetABaseCell):
+class PNasNetNormalCell(nasnet_utils.SearchedCell):
   """The PNASNet-5 cell; strided where the network reduces."""
 
-  def __init__(self, num_conv_filters, drop_path_keep_prob, total_num_cells,
-               total_training_steps, use_bounded_activation=False):
-    operations = ['separable_5x5_2', 'max_pool_3x3',
-                  'separable_7x7_2', 'max_pool_3x3',
-                  'separable_5x5_2', 'separable_3x3_2',
-                  'separable_3x3_2', 'max_pool_3x3',
-                  'separable_3x3_2', 'none']
-    used_hiddenstates = [1, 1, 0, 0, 0, 0, 0]
-    hiddenstate_indices = [1, 1, 0, 0, 0, 0, 4, 0, 1, 0]
-    super(PNasNetNormalCell, self).__init__(
-        num_conv_filters, operations, used_hiddenstates, hiddenstate_indices,
-        drop_path_keep_prob, total_num_cells, total_training_steps,
-        use_bounded_activation)
+  OPERATIONS = ('separable_5x5_2', 'max_pool_3x3',
+                'separable_7x7_2', 'max_pool_3x3',
+                'separable_5x5_2', 'separable_3x3_2',
+                'separable_3x3_2', 'max_pool_3x3',
+                'separable_3x3_2', 'none')
+  USED_HIDDENSTATES = (1, 1, 0, 0, 0, 0, 0)
+  HIDDENSTATE_INDICES = (1, 1, 0, 0, 0, 0, 4, 0, 1, 0)
 
 
-# pylint: disable=protected-access  (the stem, aux head and classifier are
-# NASNet's, shared rather than copied)
 def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
                         is_training, final_endpoint=None, current_step=None):
   """Stem, cells (strided at 1/3 and 2/3 of depth), classifier.
@@ -94,15 +64,15 @@ def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
   Returns (logits, end_points); with a falsy num_classes the pooled features,
   with `final_endpoint` that end point.
   """
-  points = nasnet._EndPoints(final_endpoint)
+  points = nasnet_utils.EndPoints(final_endpoint)
   reduction_indices = nasnet_utils.calc_reduction_layers(
       hparams.num_cells, hparams.num_reduction_layers)
-  net, cell_outputs = nasnet._imagenet_stem(images, hparams, normal_cell,
-                                             current_step=current_step)
+  net, cell_outputs = nasnet_utils.imagenet_stem(
+      images, hparams, normal_cell, current_step=current_step)
   if points.add('Stem', net):
     return net, points.end_points
 
-  aux_head_cells = nasnet._aux_head_cells(hparams)
+  aux_head_cells = nasnet_utils.aux_head_cells(hparams)
   activation_fn = tf.nn.relu6 if hparams.use_bounded_activation else tf.nn.relu
   filter_scaling = 1.0
   true_cell_num = 2  # the two stem cells come first
@@ -126,31 +96,30 @@ def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
     cell_outputs.append(net)
     if (hparams.use_aux_head and cell_num in aux_head_cells and num_classes
         and is_training):
-      nasnet._build_aux_head(activation_fn(net), points.end_points,
-                             num_classes, hparams,
-                             scope='aux_{}'.format(cell_num))
+      nasnet_utils.build_aux_head(activation_fn(net), points.end_points,
+                                  num_classes, hparams,
+                                  scope='aux_{}'.format(cell_num))
 
-  return nasnet._classifier(net, points, num_classes, hparams)
+  return nasnet_utils.classifier(net, points, num_classes, hparams)
 
 
 def _build(images, num_classes, is_training, config, default_config,
            final_endpoint):
   """The shared body of build_pnasnet_large and build_pnasnet_mobile."""
-  hparams = nasnet._training_hparams(config, default_config, is_training)
-  images = nasnet._to_data_format(images, hparams.data_format)
-  current_step = nasnet._drop_path_step(hparams, None)
+  hparams = nasnet_utils.training_hparams(config, default_config, is_training)
+  images = nasnet_utils.to_data_format(images, hparams.data_format)
+  current_step = nasnet_utils.drop_path_step(hparams, None)
   # No separate reduction cells: the body cells plus the two stem cells.
   total_num_cells = hparams.num_cells + 2
   normal_cell = PNasNetNormalCell(
       hparams.num_conv_filters, hparams.drop_path_keep_prob, total_num_cells,
       hparams.total_training_steps, hparams.use_bounded_activation)
-  with nasnet._cell_arg_scope(is_training, hparams.data_format):
+  with nasnet_utils.cell_arg_scope(is_training, hparams.data_format):
     return _build_pnasnet_base(images, normal_cell=normal_cell,
                                num_classes=num_classes, hparams=hparams,
                                is_training=is_training,
                                final_endpoint=final_endpoint,
                                current_step=current_step)
-# pylint: enable=protected-access
 
 
 def build_pnasnet_large(images, num_classes, is_training=True,
@@ -175,9 +144,9 @@ build_pnasnet_mobile.default_image_size = 224
 
 register_network('pnasnet_mobile', build_pnasnet_mobile,
                  pnasnet_mobile_arg_scope, 224,
-                 logits_scopes=nasnet.logits_scopes(mobile_imagenet_config()),
+                 logits_scopes=nasnet_utils.logits_scopes(mobile_imagenet_config()),
                  published=('pnasnet-5_mobile_2017_12_13.tar.gz', 74.2, 91.9))
 register_network('pnasnet_large', build_pnasnet_large, pnasnet_large_arg_scope,
                  331,
-                 logits_scopes=nasnet.logits_scopes(large_imagenet_config()),
+                 logits_scopes=nasnet_utils.logits_scopes(large_imagenet_config()),
                  published=('pnasnet-5_large_2017_12_13.tar.gz', 82.9, 96.2))
