@@ -20,6 +20,7 @@ from datasets import dataset_factory, reader
 from deployment import cluster
 from deployment import estimator as est
 from deployment import model_deploy
+from deployment import session_options
 from nets import nets_factory, registry
 from preprocessing import preprocessing_factory
 
@@ -87,6 +88,7 @@ class ClassifierParams:
   summarize_activations: bool = True
   log_every_n_steps: int = 10
   max_steps: Optional[int] = None  # the last step, for the progress lines' ETA
+  precision: str = 'float32'  # float16 adds loss scaling (session_options)
 
 
 def images_per_step(p):
@@ -304,7 +306,8 @@ def model_fn(features, labels, mode, params, config=None):
       learning_rate = configure_learning_rate(
           p.optimizer, p.num_samples_per_epoch, images_per_step(p),
           global_step)
-      optimizer = configure_optimizer(p.optimizer, learning_rate)
+      optimizer = session_options.loss_scale_optimizer(
+          configure_optimizer(p.optimizer, learning_rate), p.precision)
     ema = None
     if p.moving_average_decay:
       ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,

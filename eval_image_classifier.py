@@ -50,6 +50,7 @@ from deployment import estimator as est
 from deployment import exporter
 from deployment import inference
 from deployment import model_deploy
+from deployment import session_options
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -102,6 +103,13 @@ flags.DEFINE_string('saved_model', None,
                     'Evaluate this SavedModel export instead of a checkpoint.')
 flags.DEFINE_string('tflite_model', None,
                     'Evaluate this TFLite model (file or export directory).')
+flags.DEFINE_string('precision', 'float32',
+                    'float32, bfloat16 or float16 (GPUs) compute: a graph '
+                    'rewrite; any checkpoint evaluates in any precision.')
+flags.DEFINE_integer('intra_op_threads', 0,
+                     'Threads inside one op (0: TensorFlow\'s default).')
+flags.DEFINE_integer('inter_op_threads', 0,
+                     'Ops run side by side (0: TensorFlow\'s default).')
 
 
 def expand_path_flags():
@@ -251,6 +259,8 @@ def main(_):
     session_config = tf1.ConfigProto(allow_soft_placement=True)
     if F.clone_on_cpu and F.num_clones > 1:
       session_config.device_count['CPU'] = F.num_clones  # one per clone
+    session_options.configure(session_config, F.precision, F.intra_op_threads,
+                              F.inter_op_threads)
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, batch, is_training=False,
         preprocessing_name=F.preprocessing_name, image_size=F.eval_image_size,

@@ -29,6 +29,7 @@ from datasets import dataset_utils
 from deployment import cluster
 from deployment import estimator as est
 from deployment import model_deploy
+from deployment import session_options
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -110,6 +111,17 @@ flags.DEFINE_string('trainable_scopes', None,
 flags.DEFINE_boolean('ignore_missing_vars', False,
                      'Skip variables missing from checkpoint_path.')
 flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
+flags.DEFINE_string('precision', 'float32',
+                    'float32; bfloat16 (CPUs with AVX512-BF16/AMX) or float16 '
+                    '(GPUs, with loss scaling): 16-bit compute by a graph '
+                    'rewrite, float32 variables and checkpoints.')
+flags.DEFINE_integer('intra_op_threads', 0,
+                     'Threads inside one op (0: TensorFlow\'s default, the '
+                     'cores). The first session of a process sets it for the '
+                     'process (see README "Threads").')
+flags.DEFINE_integer('inter_op_threads', 0,
+                     'Ops run side by side (0: TensorFlow\'s default, the '
+                     'cores). The first session of a process sets it.')
 
 
 def expand_path_flags():
@@ -133,7 +145,8 @@ def session_config():
   config = tf1.ConfigProto(allow_soft_placement=True)
   if F.clone_on_cpu and F.num_clones > 1:
     config.device_count['CPU'] = F.num_clones  # one device per clone
-  return config
+  return session_options.configure(config, F.precision, F.intra_op_threads,
+                                   F.inter_op_threads)
 
 
 def build_estimator(dataset, task):
@@ -154,7 +167,7 @@ def build_estimator(dataset, task):
       ignore_missing_vars=F.ignore_missing_vars,
       optimizer=optimizer_params(), deployment=deployment,
       log_every_n_steps=F.log_every_n_steps,
-      max_steps=F.max_number_of_steps)
+      max_steps=F.max_number_of_steps, precision=F.precision)
   params.optimizer.validate()
   if F.checkpoint_path:
     classifier.resolve_checkpoint(F.checkpoint_path)
