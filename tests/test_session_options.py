@@ -153,9 +153,9 @@ def _train_and_evaluate(digits_dir, train_dir, precision, steps):
 def test_bfloat16_training_learns_as_float32_does_and_saves_float32(
     digits_dir, tmp_path):
   bf16 = _train_and_evaluate(digits_dir, str(tmp_path / 'bf16'), 'bfloat16',
-                             150)
+                             100)
   fp32 = _train_and_evaluate(digits_dir, str(tmp_path / 'fp32'), 'float32',
-                             150)
+                             100)
   assert fp32 > 0.9  # learned: the comparison means something
   assert bf16 >= fp32 - 0.01, (bf16, fp32)
   dtypes = tf.train.load_checkpoint(str(tmp_path / 'bf16')
