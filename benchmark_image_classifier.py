@@ -24,8 +24,8 @@ with the spread.
 
 Clones split the batch (per clone: batch / clones) over logical CPU devices
 (--clone_on_cpu's), which share the cores: more clones show the cost of
-splitting, not a speed-up. Threads: TensorFlow's defaults unless
---intra_op_threads / --inter_op_threads are given.
+splitting, not a speed-up. Threads: --threads lists intra:inter pairs
+(0: TensorFlow's default), measured side by side like the other settings.
 """
 import argparse
 import json
@@ -312,8 +312,9 @@ def parse_args(argv=None):
   parser.add_argument('--dataset_dir', default=None)
   parser.add_argument('--num_readers', type=int, default=4)
   parser.add_argument('--num_preprocessing_threads', type=int, default=4)
-  parser.add_argument('--intra_op_threads', type=int, default=0)
-  parser.add_argument('--inter_op_threads', type=int, default=0)
+  parser.add_argument('--threads', default='0:0',
+                      help='intra_op:inter_op thread pairs, e.g. 0:0,1:1,2:1 '
+                      '(0: TensorFlow\'s default)')
   parser.add_argument('--zoo_table', action='store_true',
                       help='build s, inference ms/image at batch 1 and '
                       'images/sec at --zoo_batch_size of every --models')
@@ -351,7 +352,15 @@ def parse_args(argv=None):
   try:
     for precision in args.precisions:
       session_options.check_precision(precision)
-    session_options.check_threads(args.intra_op_threads, args.inter_op_threads)
+    try:
+      args.threads = [tuple(int(n) for n in pair.split(':'))
+                      for pair in args.threads.split(',') if pair]
+    except ValueError:
+      args.threads = []
+    if not args.threads or any(len(pair) != 2 for pair in args.threads):
+      raise ValueError('--threads: give intra:inter pairs, e.g. 0:0,2:1')
+    for intra, inter in args.threads:
+      session_options.check_threads(intra, inter)
   except ValueError as e:
     parser.error(str(e).replace('--precision=', '--precisions=', 1))
   for batch in args.batch_sizes:
@@ -398,9 +407,9 @@ def synthetic_jpegs(directory, count=64, width=500, height=375):
 def jobs_of(args, reader_dir=None):
   """Every measurement of one round, in the order they run."""
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
+  intra, inter = args.threads[0]
   common = dict(steps=args.steps, warmup=args.warmup,
-                intra_op_threads=args.intra_op_threads,
-                inter_op_threads=args.inter_op_threads,
+                intra_op_threads=intra, inter_op_threads=inter,
                 num_readers=args.num_readers,
                 num_preprocessing_threads=args.num_preprocessing_threads)
   if args.zoo_table:
@@ -413,6 +422,7 @@ def jobs_of(args, reader_dir=None):
     for batch in args.batch_sizes:
       for clones in args.num_clones:
         for precision in args.precisions:
+         for intra, inter in args.threads:
           for mode in args.modes:
             for kind in args.kinds:
               if kind == 'keras' and model not in KERAS_MODELS:
@@ -430,13 +440,15 @@ def jobs_of(args, reader_dir=None):
               yield dict(
                   common, kind=kind, mode=mode, model=model, batch=batch,
                   clones=clones, precision=precision,
+                  intra_op_threads=intra, inter_op_threads=inter,
                   image_size=nets_factory.get_info(model).default_image_size,
                   **data)
 
 
 def key(job):
   return (job['model'], job['batch'], job['mode'], job['kind'],
-          job['clones'] if job['kind'] == 'harness' else 1, job['precision'])
+          job['clones'] if job['kind'] == 'harness' else 1, job['precision'],
+          '%d:%d' % (job['intra_op_threads'], job['inter_op_threads']))
 
 
 def zoo_table(args, jobs):
@@ -475,29 +487,30 @@ def speed_table(args, jobs):
     for job in jobs:
       rate = run_job(job)
       rates[key(job)].append(rate)
-      print('round %d/%d  %-14s b%-4d %-9s %-8s %-8s clones %d: %8.1f '
-            'images/sec' % (round_ + 1, args.rounds, job['model'],
-                            job['batch'], job['mode'], job['kind'],
-                            job['precision'], key(job)[4], rate), flush=True)
+      print('round %d/%d  %-14s b%-4d %-9s %-8s %-8s clones %d threads %s: '
+            '%8.1f images/sec' % (round_ + 1, args.rounds, job['model'],
+                                  job['batch'], job['mode'], job['kind'],
+                                  job['precision'], key(job)[4], key(job)[6],
+                                  rate), flush=True)
   table = []
   for k, values in rates.items():
-    model, batch, mode, kind, clones, precision = k
+    model, batch, mode, kind, clones, precision, threads = k
     median = statistics.median(values)
     bare = rates.get((model, batch, mode, 'bare', 1, precision if kind != 'reader'
-                      else args.precisions[0]))
-    fp32 = rates.get((model, batch, mode, kind, clones, 'float32'))
+                      else args.precisions[0], threads))
+    fp32 = rates.get((model, batch, mode, kind, clones, 'float32', threads))
     table.append(dict(
         model=model, batch=batch, mode=mode, kind=kind, clones=clones,
-        precision=precision, median=median, min=min(values), max=max(values),
+        precision=precision, threads=threads, median=median, min=min(values), max=max(values),
         rounds=values,
         ratio_to_bare=median / statistics.median(bare) if bare else None,
         ratio_to_float32=median / statistics.median(fp32) if fp32 else None))
-  lines = ['| model | batch | mode | kind | precision | clones | images/sec | '
-           'spread (min-max) | / bare | / float32 |',
-           '|---|---:|---|---|---|---:|---:|---:|---:|---:|']
-  lines += ['| %s | %d | %s | %s | %s | %d | %.1f | %.1f-%.1f | %s | %s |' % (
-      r['model'], r['batch'], r['mode'], r['kind'], r['precision'],
-      r['clones'], r['median'], r['min'], r['max'],
+  lines = ['| model | batch | mode | kind | precision | clones | threads | '
+           'images/sec | spread (min-max) | / bare | / float32 |',
+           '|---|---:|---|---|---|---:|---|---:|---:|---:|---:|']
+  lines += ['| %s | %d | %s | %s | %s | %d | %s | %.1f | %.1f-%.1f | %s | %s |'
+            % (r['model'], r['batch'], r['mode'], r['kind'], r['precision'],
+               r['clones'], r['threads'], r['median'], r['min'], r['max'],
       '%.2f' % r['ratio_to_bare'] if r['ratio_to_bare'] else '-',
       '%.2f' % r['ratio_to_float32'] if r['ratio_to_float32'] else '-')
             for r in table]

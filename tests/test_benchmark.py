@@ -25,7 +25,6 @@ def run(*args):
      '--batch_sizes=6 does not split over --num_clones=4'),
     (['--data=real'], '--data=real needs --dataset_dir'),
     (['--kinds=harness,jax'], '--kinds: jax not one of'),
-    (['--precisions=float32,fp8'], '--precisions: fp8 not one of'),
 ])
 def test_bad_arguments_name_the_flag(args, message):
   result = run(*args)
@@ -60,6 +59,24 @@ def test_rounds_are_interleaved_and_the_json_has_every_measurement(tmp_path):
     assert rows[(mode, 'bare', 1)]['ratio_to_bare'] == 1.0
     assert rows[(mode, 'harness', 1)]['ratio_to_bare'] == pytest.approx(
         rows[(mode, 'harness', 1)]['median'] / rows[(mode, 'bare', 1)]['median'])
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--precisions=float32,fp8'], '--precisions: fp8 not one of'),
+    (['--threads=2'], '--threads: give intra:inter pairs'),
+    (['--threads=0:x'], '--threads: give intra:inter pairs'),
+    (['--threads=0:-1'], '--inter_op_threads must be 0'),
+])
+def test_bad_precisions_and_threads_name_the_flag(args, message, capsys):
+  with pytest.raises(SystemExit):
+    bench.parse_args(args)
+  assert message in capsys.readouterr().err
+
+
+def test_threads_pairs_are_measured_side_by_side():
+  args = bench.parse_args(['--models=lenet', '--kinds=bare', '--modes=train',
+                           '--threads=0:0,2:1'])
+  assert [bench.key(job)[-1] for job in bench.jobs_of(args)] == ['0:0', '2:1']
 
 
 def _job(**fields):
