@@ -13,7 +13,17 @@ For each model, batch size and clone count, and for training and inference:
   * bare: the TF-Slim network alone on a constant batch, one momentum-SGD
     step (or one forward pass) per session.run, nothing else; the anchor;
   * keras: keras.applications' model of the same architecture (Keras 3,
-    eager/compiled, `train_on_batch` / `predict_on_batch`), where it has one.
+    eager/compiled, `train_on_batch` / `predict_on_batch`), where it has one;
+  * reader: the input pipeline alone (records read, decoded, preprocessed
+    for the model, batched; no network): with --data=synthetic, 64 random
+    JPEGs of 500x375 converted to records first. Its ratio to the bare
+    graph says how many times what the network consumes it delivers.
+--precisions runs harness and bare graph through --precision's session
+rewrite (deployment/session_options.py) and Keras under the matching
+mixed-precision policy; the table adds the ratio to float32.
+--zoo_table instead measures every image network (or --models), one process
+each: graph build seconds, inference ms/image at batch 1, images/sec at
+--zoo_batch_size; printed and written as markdown.
 Every measurement runs in a fresh process (graph-mode TensorFlow and Keras 3
 cannot share one), after --warmup steps, for --steps timed steps. The kinds
 are interleaved within each of --rounds rounds, so a drift of the machine
@@ -21,6 +31,13 @@ hits them alike; the table gives the median over rounds, the spread
 (min-max) and the ratio of each median to the bare graph's. The machine's
 speed moves by tens of percent over minutes here: read a ratio together
 with the spread.
+
+Harness overhead, as measured (README "Benchmarks"): none beyond the spread
+on an idle machine (resnet_v1_50 1.01x, mobilenet_v1 1.00x of the bare
+graph, fp32): the runner's per-step work (hooks, the step counter, the
+tf.data iterator) is small next to a step of these networks, and the
+harness already turns summaries and checkpoints off here. What the real
+input costs is measured apart by the reader kind.
 
 Clones split the batch (per clone: batch / clones) over logical CPU devices
 (--clone_on_cpu's), which share the cores: more clones show the cost of
