@@ -13,7 +13,17 @@ For each model, batch size and clone count, and for training and inference:
   * bare: the TF-Slim network alone on a constant batch, one momentum-SGD
     step (or one forward pass) per session.run, nothing else; the anchor;
   * keras: keras.applications' model of the same architecture (Keras 3,
-    eager/compiled, `train_on_batch` / `predict_on_batch`), where it has one.
+    eager/compiled, `train_on_batch` / `predict_on_batch`), where it has one;
+  * reader: the input pipeline alone (records read, decoded, preprocessed
+    for the model, batched; no network): with --data=synthetic, 64 random
+    JPEGs of 500x375 converted to records first. Its ratio to the bare
+    graph says how many times what the network consumes it delivers.
+--precisions runs harness and bare graph through --precision's session
+rewrite (deployment/session_options.py) and Keras under the matching
+mixed-precision policy; the table adds the ratio to float32.
+--zoo_table instead measures every image network (or --models), one process
+each: graph build seconds, inference ms/image at batch 1, images/sec at
+--zoo_batch_size; printed and written as markdown.
 Every measurement runs in a fresh process (graph-mode TensorFlow and Keras 3
 cannot share one), after --warmup steps, for --steps timed steps. The kinds
 are interleaved within each of --rounds rounds, so a drift of the machine
@@ -22,10 +32,17 @@ hits them alike; the table gives the median over rounds, the spread
 speed moves by tens of percent over minutes here: read a ratio together
 with the spread.
 
+Harness overhead, as measured (README "Benchmarks"): none beyond the spread
+on an idle machine (resnet_v1_50 1.01x, mobilenet_v1 1.00x of the bare
+graph, fp32): the runner's per-step work (hooks, the step counter, the
+tf.data iterator) is small next to a step of these networks, and the
+harness already turns summaries and checkpoints off here. What the real
+input costs is measured apart by the reader kind.
+
 Clones split the batch (per clone: batch / clones) over logical CPU devices
 (--clone_on_cpu's), which share the cores: more clones show the cost of
-splitting, not a speed-up. Threads: TensorFlow's defaults unless
---intra_op_threads / --inter_op_threads are given.
+splitting, not a speed-up. Threads: --threads lists intra:inter pairs
+(0: TensorFlow's default), measured side by side like the other settings.
 """
 import argparse
 import json
@@ -50,20 +67,19 @@ KERAS_MODELS = {
     'vgg_19': 'VGG19', 'nasnet_mobile': 'NASNetMobile',
     'nasnet_large': 'NASNetLarge',
 }
-KINDS = ('harness', 'bare', 'keras')
+KINDS = ('harness', 'bare', 'keras', 'reader')
 MODES = ('train', 'inference')
 NUM_CLASSES = 1000
 
 
 # -- one measurement, in its own process ----------------------------------------
 def _session_config(job):
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
-  config.device_count['CPU'] = max(job['clones'], 1)
-  if job.get('intra_op_threads'):
-    config.intra_op_parallelism_threads = job['intra_op_threads']
-  if job.get('inter_op_threads'):
-    config.inter_op_parallelism_threads = job['inter_op_threads']
+  from deployment import session_options  # pylint: disable=import-outside-toplevel
+  config = session_options.configure(
+      precision=job.get('precision', 'float32'),
+      intra_op_threads=job.get('intra_op_threads', 0),
+      inter_op_threads=job.get('inter_op_threads', 0))
+  config.device_count['CPU'] = max(job.get('clones', 1), 1)
   return config
 
 
@@ -108,8 +124,10 @@ def measure_harness(job):
     dataset = dataset_factory.get_dataset(
         job['dataset_name'], job['dataset_split_name'], job['dataset_dir'])
     num_classes = dataset.num_classes
-    input_fn = classifier.make_input_fn(dataset, model, job['batch'],
-                                        is_training=training)
+    input_fn = classifier.make_input_fn(
+        dataset, model, job['batch'], is_training=training,
+        num_readers=job['num_readers'],
+        num_preprocessing_threads=job['num_preprocessing_threads'])
   else:
     images, labels = _random_batch(job, size)
 
@@ -122,7 +140,7 @@ def measure_harness(job):
                                              learning_rate=0.001),
       deployment=model_deploy.DeploymentConfig(num_clones=clones,
                                                clone_on_cpu=clones > 1),
-      log_every_n_steps=10 ** 9)
+      log_every_n_steps=10 ** 9, precision=job['precision'])
   timer = Timer()
   total = job['warmup'] + job['steps']
   with tempfile.TemporaryDirectory() as model_dir:
@@ -170,9 +188,75 @@ def measure_bare(job):
       return job['steps'] * job['batch'] / (time.perf_counter() - start)
 
 
+def measure_reader(job):
+  """The input pipeline alone: records read, decoded, preprocessed for the
+  model (training's or evaluation's preprocessing) and batched."""
+  import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import classifier  # pylint: disable=import-outside-toplevel
+  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  tf1 = tf.compat.v1
+  dataset = dataset_factory.get_dataset(
+      job['dataset_name'], job['dataset_split_name'], job['dataset_dir'])
+  with tf.Graph().as_default():
+    batch = tf1.data.make_one_shot_iterator(classifier.make_input_fn(
+        dataset, job['model'], job['batch'],
+        is_training=job['mode'] == 'train', num_readers=job['num_readers'],
+        num_preprocessing_threads=job['num_preprocessing_threads'])()
+                                            ).get_next()
+    step = tf.group(batch)  # nothing leaves the session but the batch is made
+    with tf1.Session(config=_session_config(dict(job, clones=1))) as session:
+      for _ in range(job['warmup']):
+        session.run(step)
+      start = time.perf_counter()
+      for _ in range(job['steps']):
+        session.run(step)
+      return job['steps'] * job['batch'] / (time.perf_counter() - start)
+
+
+def measure_zoo(job):
+  """One network of the zoo table: graph build seconds, inference ms/image
+  at batch 1 and images/sec at --zoo_batch_size."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from nets import nets_factory  # pylint: disable=import-outside-toplevel
+  tf1 = tf.compat.v1
+  info = nets_factory.get_info(job['model'])
+  result = {}
+  for batch in (1, job['batch']):
+    shape = info.input_shape(batch)
+    with tf.Graph().as_default():
+      images = tf1.placeholder(tf.float32, shape)
+      start = time.perf_counter()
+      logits, _ = nets_factory.get_network_fn(job['model'], info.num_classes)(
+          images)
+      if batch == 1:
+        result['build_secs'] = time.perf_counter() - start
+      feed = {images: np.random.RandomState(0).uniform(-1, 1, shape)}
+      with tf1.Session(config=_session_config(dict(job, clones=1))) as session:
+        session.run(tf1.global_variables_initializer())
+        for _ in range(max(job['warmup'], 1)):
+          session.run(logits, feed)
+        times = []
+        for _ in range(job['steps']):
+          start = time.perf_counter()
+          session.run(logits, feed)
+          times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    if batch == 1:
+      result['ms_per_image_b1'] = seconds * 1000
+    else:
+      result['images_per_sec'] = batch / seconds
+  result['image_size'] = info.default_image_size
+  return result
+
+
 def measure_keras(job):
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  if job['precision'] != 'float32':  # as --precision: float32 variables
+    keras.mixed_precision.set_global_policy('mixed_' + job['precision'])
   if job.get('intra_op_threads'):
     tf.config.threading.set_intra_op_parallelism_threads(job['intra_op_threads'])
   if job.get('inter_op_threads'):
@@ -196,11 +280,13 @@ def measure_keras(job):
 
 
 MEASURE = {'harness': measure_harness, 'bare': measure_bare,
-           'keras': measure_keras}
+           'keras': measure_keras, 'reader': measure_reader,
+           'zoo': measure_zoo}
 
 
 def run_job(job):
-  """images/sec of one measurement, in a fresh process."""
+  """images/sec of one measurement (a dict for the zoo table), in a fresh
+  process."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get(
       'TF_CPP_MIN_LOG_LEVEL', '3'))
   if job['kind'] == 'keras':  # Keras 3, not the tf-keras tf-slim needs
@@ -213,18 +299,27 @@ def run_job(job):
     raise SystemExit('benchmark_image_classifier: error: %s %s %s failed: %s' % (
         job['kind'], job['mode'], job['model'],
         (result.stderr.strip().splitlines() or ['no output'])[-1]))
-  return json.loads(lines[-1])['images_per_sec']
+  return json.loads(lines[-1])['result']
 
 
 # -- the run ------------------------------------------------------------------
+DEFAULT_MODELS = 'resnet_v1_50,inception_v3,mobilenet_v1'
+
+
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--models', default='resnet_v1_50,inception_v3,mobilenet_v1')
+  parser.add_argument('--models', default=None,
+                      help='%s (--zoo_table: every image network)'
+                      % DEFAULT_MODELS)
   parser.add_argument('--batch_sizes', default='32',
                       help='images per step, all clones together')
   parser.add_argument('--num_clones', default='1')
+  parser.add_argument('--precisions', default='float32',
+                      help='float32, bfloat16, float16 (as --precision of '
+                      'train_image_classifier.py)')
   parser.add_argument('--modes', default='train,inference')
-  parser.add_argument('--kinds', default='harness,bare,keras')
+  parser.add_argument('--kinds', default='harness,bare,keras',
+                      help=', '.join(KINDS))
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--steps', type=int, default=10, help='timed steps')
   parser.add_argument('--warmup', type=int, default=3)
@@ -233,9 +328,18 @@ def parse_args(argv=None):
   parser.add_argument('--dataset_name', default='digits')
   parser.add_argument('--dataset_split_name', default='train')
   parser.add_argument('--dataset_dir', default=None)
-  parser.add_argument('--intra_op_threads', type=int, default=0)
-  parser.add_argument('--inter_op_threads', type=int, default=0)
+  parser.add_argument('--num_readers', type=int, default=4)
+  parser.add_argument('--num_preprocessing_threads', type=int, default=4)
+  parser.add_argument('--threads', default='0:0',
+                      help='intra_op:inter_op thread pairs, e.g. 0:0,1:1,2:1 '
+                      '(0: TensorFlow\'s default)')
+  parser.add_argument('--zoo_table', action='store_true',
+                      help='build s, inference ms/image at batch 1 and '
+                      'images/sec at --zoo_batch_size of every --models')
+  parser.add_argument('--zoo_batch_size', type=int, default=32)
   parser.add_argument('--output_json', default=None)
+  parser.add_argument('--output_markdown', default=None,
+                      help='the table as markdown')
   parser.add_argument('--_job', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
 
@@ -249,14 +353,34 @@ def parse_args(argv=None):
   if args._job:  # pylint: disable=protected-access
     return args
   sys.path.insert(0, ROOT)
+  import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  from deployment import session_options  # pylint: disable=import-outside-toplevel
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
-  args.models = items(args.models, 'models', [
-      name for name in nets_factory.list_models()
-      if not nets_factory.get_info(name).num_frames])  # images only
+  image_models = [name for name in nets_factory.list_models()
+                  if not nets_factory.get_info(name).num_frames]
+  if args.models is None:
+    args.models = ','.join(image_models) if args.zoo_table else DEFAULT_MODELS
+  args.models = items(args.models, 'models', image_models)
   args.batch_sizes = items(args.batch_sizes, 'batch_sizes', cast=int)
   args.num_clones = items(args.num_clones, 'num_clones', cast=int)
+  args.precisions = items(args.precisions, 'precisions',
+                          session_options.PRECISIONS)
   args.modes = items(args.modes, 'modes', MODES)
   args.kinds = items(args.kinds, 'kinds', KINDS)
+  try:
+    for precision in args.precisions:
+      session_options.check_precision(precision)
+    try:
+      args.threads = [tuple(int(n) for n in pair.split(':'))
+                      for pair in args.threads.split(',') if pair]
+    except ValueError:
+      args.threads = []
+    if not args.threads or any(len(pair) != 2 for pair in args.threads):
+      raise ValueError('--threads: give intra:inter pairs, e.g. 0:0,2:1')
+    for intra, inter in args.threads:
+      session_options.check_threads(intra, inter)
+  except ValueError as e:
+    parser.error(str(e).replace('--precision=', '--precisions=', 1))
   for batch in args.batch_sizes:
     for clones in args.num_clones:
       if clones < 1 or batch < clones or batch % clones:
@@ -266,35 +390,149 @@ def parse_args(argv=None):
     parser.error('--data=real needs --dataset_dir')
   if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
     parser.error('--rounds and --steps must be at least 1, --warmup 0')
+  if args.num_readers < 1 or args.num_preprocessing_threads < 1:
+    parser.error('--num_readers and --num_preprocessing_threads must be at '
+                 'least 1')
   return args
 
 
-def jobs_of(args):
+def synthetic_jpegs(directory, count=64, width=500, height=375):
+  """A converted image-folder dataset of `count` random JPEGs of ImageNet's
+  typical size, for the reader on --data=synthetic: real decoding work."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from datasets import converters  # pylint: disable=import-outside-toplevel
+  source = os.path.join(directory, 'images')
+  rng = np.random.RandomState(0)
+  with tf.Graph().as_default():
+    small = tf.compat.v1.placeholder(tf.uint8, (height // 8, width // 8, 3))
+    # Smooth noise: compresses like a photo, not like white noise.
+    jpeg = tf.io.encode_jpeg(tf.cast(tf.image.resize(
+        small[None], (height, width))[0], tf.uint8), quality=90)
+    with tf.compat.v1.Session() as session:
+      for i in range(count):
+        folder = os.path.join(source, 'class_%d' % (i % 2))
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, '%03d.jpg' % i), 'wb') as f:
+          f.write(session.run(jpeg, {small: rng.randint(
+              0, 256, (height // 8, width // 8, 3))}))
+  records = os.path.join(directory, 'records')
+  converters.convert('image_folder', records, source_dir=source,
+                     validation_fraction=0.25, stream=open(os.devnull, 'w'))
+  return records
+
+
+def jobs_of(args, reader_dir=None):
   """Every measurement of one round, in the order they run."""
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
+  intra, inter = args.threads[0]
+  common = dict(steps=args.steps, warmup=args.warmup,
+                intra_op_threads=intra, inter_op_threads=inter,
+                num_readers=args.num_readers,
+                num_preprocessing_threads=args.num_preprocessing_threads)
+  if args.zoo_table:
+    for model in args.models:
+      yield dict(common, kind='zoo', mode='inference', model=model,
+                 batch=args.zoo_batch_size, clones=1,
+                 precision=args.precisions[0])
+    return
   for model in args.models:
     for batch in args.batch_sizes:
       for clones in args.num_clones:
-        for mode in args.modes:
-          for kind in args.kinds:
-            if kind == 'keras' and model not in KERAS_MODELS:
-              continue
-            if kind != 'harness' and clones != args.num_clones[0]:
-              continue  # the anchors run on one device: once per config
-            yield dict(
-                kind=kind, mode=mode, model=model, batch=batch, clones=clones,
-                image_size=nets_factory.get_info(model).default_image_size,
-                steps=args.steps, warmup=args.warmup, data=args.data,
-                dataset_name=args.dataset_name,
-                dataset_split_name=args.dataset_split_name,
-                dataset_dir=args.dataset_dir,
-                intra_op_threads=args.intra_op_threads,
-                inter_op_threads=args.inter_op_threads)
+        for precision in args.precisions:
+         for intra, inter in args.threads:
+          for mode in args.modes:
+            for kind in args.kinds:
+              if kind == 'keras' and model not in KERAS_MODELS:
+                continue
+              if kind != 'harness' and clones != args.num_clones[0]:
+                continue  # the anchors run on one device: once per config
+              if kind == 'reader' and precision != args.precisions[0]:
+                continue  # the reader has no network to make 16-bit
+              data = dict(data=args.data, dataset_name=args.dataset_name,
+                          dataset_split_name=args.dataset_split_name,
+                          dataset_dir=args.dataset_dir)
+              if kind == 'reader' and args.data == 'synthetic':
+                data.update(dataset_name='image_folder',
+                            dataset_split_name='train', dataset_dir=reader_dir)
+              yield dict(
+                  common, kind=kind, mode=mode, model=model, batch=batch,
+                  clones=clones, precision=precision,
+                  intra_op_threads=intra, inter_op_threads=inter,
+                  image_size=nets_factory.get_info(model).default_image_size,
+                  **data)
 
 
 def key(job):
   return (job['model'], job['batch'], job['mode'], job['kind'],
-          job['clones'] if job['kind'] == 'harness' else 1)
+          job['clones'] if job['kind'] == 'harness' else 1, job['precision'],
+          '%d:%d' % (job['intra_op_threads'], job['inter_op_threads']))
+
+
+def zoo_table(args, jobs):
+  """One fresh process per network, --rounds times; medians as markdown."""
+  results = {job['model']: [] for job in jobs}
+  for round_ in range(args.rounds):
+    for job in jobs:
+      result = run_job(job)
+      results[job['model']].append(result)
+      print('round %d/%d  %-32s build %6.2f s  %8.1f ms/image (b1)  %8.1f '
+            'images/sec (b%d)' % (round_ + 1, args.rounds, job['model'],
+                                  result['build_secs'],
+                                  result['ms_per_image_b1'],
+                                  result['images_per_sec'], job['batch']),
+            flush=True)
+  table = []
+  for model, rounds in results.items():
+    row = dict(model=model, image_size=rounds[0]['image_size'],
+               batch=args.zoo_batch_size, rounds=rounds)
+    for field in ('build_secs', 'ms_per_image_b1', 'images_per_sec'):
+      row[field] = statistics.median(r[field] for r in rounds)
+    table.append(row)
+  lines = ['| network | size | build (s) | inference ms/image, batch 1 | '
+           'inference images/sec, batch %d |' % args.zoo_batch_size,
+           '|---|---:|---:|---:|---:|']
+  lines += ['| %s | %d | %.1f | %.1f | %.1f |' % (
+      r['model'], r['image_size'], r['build_secs'], r['ms_per_image_b1'],
+      r['images_per_sec']) for r in table]
+  return table, '\n'.join(lines)
+
+
+def speed_table(args, jobs):
+  """Rounds of interleaved measurements; median, spread and ratios."""
+  rates = {key(job): [] for job in jobs}
+  for round_ in range(args.rounds):
+    for job in jobs:
+      rate = run_job(job)
+      rates[key(job)].append(rate)
+      print('round %d/%d  %-14s b%-4d %-9s %-8s %-8s clones %d threads %s: '
+            '%8.1f images/sec' % (round_ + 1, args.rounds, job['model'],
+                                  job['batch'], job['mode'], job['kind'],
+                                  job['precision'], key(job)[4], key(job)[6],
+                                  rate), flush=True)
+  table = []
+  for k, values in rates.items():
+    model, batch, mode, kind, clones, precision, threads = k
+    median = statistics.median(values)
+    bare = rates.get((model, batch, mode, 'bare', 1, precision if kind != 'reader'
+                      else args.precisions[0], threads))
+    fp32 = rates.get((model, batch, mode, kind, clones, 'float32', threads))
+    table.append(dict(
+        model=model, batch=batch, mode=mode, kind=kind, clones=clones,
+        precision=precision, threads=threads, median=median, min=min(values), max=max(values),
+        rounds=values,
+        ratio_to_bare=median / statistics.median(bare) if bare else None,
+        ratio_to_float32=median / statistics.median(fp32) if fp32 else None))
+  lines = ['| model | batch | mode | kind | precision | clones | threads | '
+           'images/sec | spread (min-max) | / bare | / float32 |',
+           '|---|---:|---|---|---|---:|---|---:|---:|---:|---:|']
+  lines += ['| %s | %d | %s | %s | %s | %d | %s | %.1f | %.1f-%.1f | %s | %s |'
+            % (r['model'], r['batch'], r['mode'], r['kind'], r['precision'],
+               r['clones'], r['threads'], r['median'], r['min'], r['max'],
+      '%.2f' % r['ratio_to_bare'] if r['ratio_to_bare'] else '-',
+      '%.2f' % r['ratio_to_float32'] if r['ratio_to_float32'] else '-')
+            for r in table]
+  return table, '\n'.join(lines)
 
 
 def main(argv=None):
@@ -302,37 +540,26 @@ def main(argv=None):
   if args._job:  # pylint: disable=protected-access
     sys.path.insert(0, ROOT)
     job = json.loads(args._job)  # pylint: disable=protected-access
-    print(json.dumps({'images_per_sec': MEASURE[job['kind']](job)}))
+    print(json.dumps({'result': MEASURE[job['kind']](job)}))
     return 0
-  jobs = list(jobs_of(args))
-  rates = {key(job): [] for job in jobs}
-  for round_ in range(args.rounds):
-    for job in jobs:
-      rate = run_job(job)
-      rates[key(job)].append(rate)
-      print('round %d/%d  %-14s b%-4d %-9s %-8s clones %d: %8.1f images/sec'
-            % (round_ + 1, args.rounds, job['model'], job['batch'],
-               job['mode'], job['kind'], key(job)[4], rate), flush=True)
+  start = time.time()
+  with tempfile.TemporaryDirectory() as work:
+    reader_dir = None
+    if 'reader' in args.kinds and args.data == 'synthetic' and not args.zoo_table:
+      reader_dir = synthetic_jpegs(work)
+    jobs = list(jobs_of(args, reader_dir))
+    table, markdown = (zoo_table if args.zoo_table else speed_table)(args, jobs)
   print()
-  print('%-14s %5s %-9s %-8s %6s %10s %19s %7s' % (
-      'model', 'batch', 'mode', 'kind', 'clones', 'images/s', 'spread (min-max)',
-      '/bare'))
-  table = []
-  for k, values in rates.items():
-    model, batch, mode, kind, clones = k
-    median = statistics.median(values)
-    bare = rates.get((model, batch, mode, 'bare', 1))
-    ratio = median / statistics.median(bare) if bare else None
-    table.append(dict(model=model, batch=batch, mode=mode, kind=kind,
-                      clones=clones, median=median, min=min(values),
-                      max=max(values), rounds=values, ratio_to_bare=ratio))
-    print('%-14s %5d %-9s %-8s %6d %10.1f %9.1f-%-9.1f %7s' % (
-        model, batch, mode, kind, clones, median, min(values), max(values),
-        '%.2f' % ratio if ratio else '-'))
+  print(markdown)
+  print('\n%.0f s in all' % (time.time() - start))
+  if args.output_markdown:
+    with open(args.output_markdown, 'w') as f:
+      f.write(markdown + '\n')
   if args.output_json:
     with open(args.output_json, 'w') as f:
       json.dump({'date': time.strftime('%Y-%m-%d %H:%M'),
                  'machine': '%d cores' % os.cpu_count(),
+                 'seconds': time.time() - start,
                  'settings': {k: v for k, v in vars(args).items()
                               if not k.startswith('_')},
                  'results': table}, f, indent=1)

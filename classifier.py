@@ -21,6 +21,7 @@ import progress
 from datasets import reader
 from deployment import cluster
 from deployment import model_deploy
+from deployment import session_options
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 from runner import estimator as est
@@ -55,6 +56,7 @@ class ClassifierParams:
   log_every_n_steps: int = optimization.flag_field(
       10, 'Steps between log lines.')
   max_steps: Optional[int] = None  # the last step, for the progress lines' ETA
+  precision: str = 'float32'  # float16 adds loss scaling (session_options)
 
 
 def images_per_step(p):
@@ -144,7 +146,9 @@ def model_fn(features, labels, mode, params, config=None):
       learning_rate = optimization.configure_learning_rate(
           p.optimizer, p.num_samples_per_epoch, images_per_step(p),
           global_step)
-      optimizer = optimization.configure_optimizer(p.optimizer, learning_rate)
+      optimizer = session_options.loss_scale_optimizer(
+          optimization.configure_optimizer(p.optimizer, learning_rate),
+          p.precision)
     ema = None
     if p.moving_average_decay:
       ema = tf1.train.ExponentialMovingAverage(p.moving_average_decay,

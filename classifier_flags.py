@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import classifier
 import optimization
+from deployment import session_options
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -61,8 +62,20 @@ def define_shared_flags(batch_size, dataset_split_name, flag_values=F):
                        'Model clones to deploy (one per GPU).', **on)
   flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.',
                        **on)
-  # Session settings of both scripts (threads, precision) go here, read by
-  # session_config().
+  # Session settings, read by session_config().
+  flags.DEFINE_string('precision', 'float32',
+                      'float32; bfloat16 (CPUs with AVX512-BF16/AMX) or '
+                      'float16 (GPUs, with loss scaling): 16-bit compute by a '
+                      'graph rewrite, float32 variables and checkpoints (any '
+                      'checkpoint evaluates in any precision).', **on)
+  flags.DEFINE_integer('intra_op_threads', 0,
+                       'Threads inside one op (0: TensorFlow\'s default, the '
+                       'cores). The first session of a process sets it for '
+                       'the process (see README "Threads").', **on)
+  flags.DEFINE_integer('inter_op_threads', 0,
+                       'Ops run side by side (0: TensorFlow\'s default, the '
+                       'cores). The first session of a process sets it.',
+                       **on)
 
 
 def session_config():
@@ -70,7 +83,8 @@ def session_config():
   config = tf1.ConfigProto(allow_soft_placement=True)
   if F.clone_on_cpu and F.num_clones > 1:
     config.device_count['CPU'] = F.num_clones  # one device per clone
-  return config
+  return session_options.configure(config, F.precision, F.intra_op_threads,
+                                   F.inter_op_threads)
 
 
 def _flag_type(field):

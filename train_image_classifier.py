@@ -98,7 +98,7 @@ def build_estimator(dataset, task):
       checkpoint_exclude_scopes=classifier_flags.split_scopes(
           F.checkpoint_exclude_scopes),
       optimizer=classifier_flags.optimizer_params(), deployment=deployment,
-      max_steps=F.max_number_of_steps,
+      max_steps=F.max_number_of_steps, precision=F.precision,
       # --weight_decay, --label_smoothing, --moving_average_decay, ...
       **classifier_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+import benchmark_image_classifier as bench
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, 'benchmark_image_classifier.py')
 
@@ -57,3 +59,64 @@ def test_rounds_are_interleaved_and_the_json_has_every_measurement(tmp_path):
     assert rows[(mode, 'bare', 1)]['ratio_to_bare'] == 1.0
     assert rows[(mode, 'harness', 1)]['ratio_to_bare'] == pytest.approx(
         rows[(mode, 'harness', 1)]['median'] / rows[(mode, 'bare', 1)]['median'])
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--precisions=float32,fp8'], '--precisions: fp8 not one of'),
+    (['--threads=2'], '--threads: give intra:inter pairs'),
+    (['--threads=0:x'], '--threads: give intra:inter pairs'),
+    (['--threads=0:-1'], '--inter_op_threads must be 0'),
+])
+def test_bad_precisions_and_threads_name_the_flag(args, message, capsys):
+  with pytest.raises(SystemExit):
+    bench.parse_args(args)
+  assert message in capsys.readouterr().err
+
+
+def test_threads_pairs_are_measured_side_by_side():
+  args = bench.parse_args(['--models=lenet', '--kinds=bare', '--modes=train',
+                           '--threads=0:0,2:1'])
+  assert [bench.key(job)[-1] for job in bench.jobs_of(args)] == ['0:0', '2:1']
+
+
+def _job(**fields):
+  job = dict(kind='bare', mode='inference', model='lenet', batch=4, clones=1,
+             precision='float32', image_size=28, steps=2, warmup=1,
+             intra_op_threads=0, inter_op_threads=0, num_readers=1,
+             num_preprocessing_threads=1, data='synthetic')
+  job.update(fields)
+  return job
+
+
+def test_reader_reads_decodes_and_batches_synthetic_jpegs(tmp_path):
+  records = bench.synthetic_jpegs(str(tmp_path), count=4, width=64,
+                                  height=48)
+  rate = bench.measure_reader(_job(
+      kind='reader', mode='train', model='mobilenet_v1_025',
+      dataset_name='image_folder', dataset_split_name='train',
+      dataset_dir=records))
+  assert rate > 0
+
+
+@pytest.mark.parametrize('precision', ['float32', 'bfloat16'])
+def test_bare_graph_runs_in_each_precision(precision):
+  assert bench.measure_bare(_job(mode='train', precision=precision)) > 0
+
+
+def test_zoo_row_has_build_time_latency_and_throughput():
+  row = bench.measure_zoo(_job(kind='zoo', batch=3))
+  assert row['image_size'] == 28
+  assert row['build_secs'] > 0 and row['ms_per_image_b1'] > 0
+  assert row['images_per_sec'] > 0
+
+
+def test_zoo_table_is_the_median_of_rounds_as_markdown(monkeypatch):
+  results = iter([dict(build_secs=b, ms_per_image_b1=m, images_per_sec=r,
+                       image_size=28) for b, m, r in
+                  ((1.0, 2.0, 30.0), (3.0, 4.0, 10.0))])
+  monkeypatch.setattr(bench, 'run_job', lambda job: next(results))
+  args = bench.parse_args(['--zoo_table', '--models=lenet', '--rounds=2'])
+  table, markdown = bench.zoo_table(args, list(bench.jobs_of(args)))
+  assert [(r['model'], r['build_secs'], r['images_per_sec']) for r in table] \
+      == [('lenet', 2.0, 20.0)]
+  assert markdown.splitlines()[2] == '| lenet | 28 | 2.0 | 3.0 | 20.0 |'

@@ -50,10 +50,10 @@ def error_line(result):
 def test_digits_end_to_end_reaches_95_percent(digits_dir, tmp_path):
   train_dir = str(tmp_path / 'lenet')
   trained = run(TRAIN, *LENET_FLAGS, '--dataset_dir=' + digits_dir,
-                '--train_dir=' + train_dir, '--max_number_of_steps=600',
+                '--train_dir=' + train_dir, '--max_number_of_steps=300',
                 '--log_every_n_steps=100')
   assert trained.returncode == 0, trained.stderr[-3000:]
-  assert re.search(r'^step \d+/600 \(\d+%\): loss = [\d.]+ \([\d.]+ images/sec; '
+  assert re.search(r'^step \d+/300 \(\d+%\): loss = [\d.]+ \([\d.]+ images/sec; '
                    r'50 images/step\), ETA \w+$', trained.stdout, re.M)
   evaluated = run(EVAL, '--model_name=lenet', '--dataset_name=digits',
                   '--dataset_split_name=validation',
@@ -243,6 +243,9 @@ BAD_INPUTS = {
                r'--clone_on_cpu'),
     'labels': (['--dataset_name=image_folder', '--dataset_dir={bad_labels}'],
                r'label 12 outside \[0, 10\)'),
+    'precision': (['--precision=fp16'],
+                  r'--precision=fp16 is not one of float32, bfloat16, '
+                  r'float16'),
 }
 
 
