@@ -85,13 +85,6 @@ flags.DEFINE_string('saved_model', None,
                     'Evaluate this SavedModel export instead of a checkpoint.')
 flags.DEFINE_string('tflite_model', None,
                     'Evaluate this TFLite model (file or export directory).')
-flags.DEFINE_string('precision', 'float32',
-                    'float32, bfloat16 or float16 (GPUs) compute: a graph '
-                    'rewrite; any checkpoint evaluates in any precision.')
-flags.DEFINE_integer('intra_op_threads', 0,
-                     'Threads inside one op (0: TensorFlow\'s default).')
-flags.DEFINE_integer('inter_op_threads', 0,
-                     'Ops run side by side (0: TensorFlow\'s default).')
 
 
 def expand_path_flags():

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import classifier
 from datasets import converters, dataset_factory
-from deployment import estimator as est
+from runner import estimator as est
 from deployment import session_options
 
 tf1 = tf.compat.v1
