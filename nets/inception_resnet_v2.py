@@ -282,7 +282,8 @@ def inception_resnet_v2_arg_scope(
 
 
 register_network('inception_resnet_v2', inception_resnet_v2,
-                 inception_resnet_v2_arg_scope, default_image_size=299,
+                 inception_resnet_v2_arg_scope,
+                 default_image_size=inception_resnet_v2.default_image_size,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionResnetV2/Logits',
                                 'InceptionResnetV2/AuxLogits'),

@@ -243,7 +243,7 @@ inception_v4.default_image_size = 299
 inception_v4_arg_scope = inception_utils.inception_arg_scope
 
 register_network('inception_v4', inception_v4, inception_v4_arg_scope,
-                 default_image_size=299, num_classes=1001,
+                 default_image_size=inception_v4.default_image_size, num_classes=1001,
                  preprocessing_name='inception',
                  logits_scopes=('InceptionV4/Logits', 'InceptionV4/AuxLogits'),
                  published=('inception_v4_2016_09_09.tar.gz', 80.2, 95.2))

@@ -261,5 +261,5 @@ for _name, _fn, _scope in (
     ('mobilenet_edgetpu', edge_tpu, 'MobilenetEdgeTPU'),
     ('mobilenet_edgetpu_075', edge_tpu_075, 'MobilenetEdgeTPU'),
 ):
-  register_network(_name, _fn, training_scope, 224,
+  register_network(_name, _fn, training_scope, mobilenet.default_image_size,
                    logits_scopes=(_scope + '/Logits',))
