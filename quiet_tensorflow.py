@@ -15,9 +15,13 @@ comes from:
 3. The `tensorflow` logger's INFO lines ("Graph was finalized", "Saving
    checkpoints ..."): its level is WARNING. absl's INFO lines (the TFLite
    converter's): absl's verbosity is WARNING.
-4. The two deprecation warnings tf-slim 1.1.0 causes by building its layers
-   through TensorFlow's legacy layers (`layer.apply`, `tf.layers.flatten`):
-   ignored by their exact text, nothing else.
+4. Deprecation notices about calls TensorFlow, tf-keras and tf-slim make
+   themselves (the Saver's `get_checkpoint_mtimes`, the optimizers' slot
+   initializers, ...): the notice names its call site, and those inside
+   these packages are dropped (a notice about a call in the project is a bug
+   to fix, so it shows). And the two warnings tf-slim 1.1.0 causes by
+   building its layers through TensorFlow's legacy layers (`layer.apply`,
+   `tf.layers.flatten`): ignored by their exact text, nothing else.
 5. Around a call wrapped in `quiet_native`, what native code prints unless the
    call fails.
 
@@ -29,6 +33,7 @@ it reads them once). TF_CPP_MIN_LOG_LEVEL=0 (or 1) in the environment turns
 the quieting off as well.
 """
 import contextlib
+import importlib.util
 import logging
 import os
 import re
@@ -71,6 +76,28 @@ VERBOSE = (VERBOSITY is not None or
 # What tf-slim 1.1.0's layers make TensorFlow's legacy layers say (see 4.).
 TF_SLIM_DEPRECATIONS = (r'`layer\.apply` is deprecated',
                         r'`tf\.layers\.flatten` is deprecated')
+
+_LIBRARIES = ('tensorflow', 'tf_keras', 'tf_slim')
+
+
+def _library_dirs():
+  """Where the packages whose own deprecated calls are not ours to fix live."""
+  dirs = []
+  for name in _LIBRARIES:
+    spec = importlib.util.find_spec(name)
+    if spec is not None:
+      dirs.extend(os.path.join(d, '') for d in spec.submodule_search_locations)
+  return tuple(dirs)
+
+
+def not_a_library_deprecation_notice(record, library_dirs=None):
+  """False for a notice of tensorflow/python/util/deprecation.py whose call
+  site (its first argument, 'file:line') is inside one of _LIBRARIES."""
+  if record.module != 'deprecation' or not record.args:
+    return True
+  call_site = str(record.args[0])
+  return not call_site.startswith(library_dirs or _library_dirs())
+
 
 _STARTUP_NOISE = re.compile(
     r'WARNING: All log messages before absl::InitializeLog\(\) is called'
@@ -132,6 +159,9 @@ def quiet():
   # verbosity is INFO by default.
   from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
   absl_logging.set_verbosity(absl_logging.WARNING)
+  library_dirs = _library_dirs()
+  logger.addFilter(
+      lambda record: not_a_library_deprecation_notice(record, library_dirs))
   for message in TF_SLIM_DEPRECATIONS:
     warnings.filterwarnings('ignore', message=message, category=UserWarning)
 

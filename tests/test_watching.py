@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -270,6 +271,23 @@ def test_quiet_tensorflow_drops_start_up_and_info_lines_unless_asked_for(
     (['x.py', '--', '-v', '1'], None), (['x.py', '-v'], None)])
 def test_verbosity_is_read_from_the_command_line_as_absl_reads_it(argv, level):
   assert quiet_tensorflow_module().verbosity_in(argv) == level
+
+
+def test_only_deprecation_notices_about_the_libraries_own_calls_are_dropped():
+  keep = quiet_tensorflow_module().not_a_library_deprecation_notice
+
+  def notice(call_site):
+    return logging.LogRecord(
+        'tensorflow', logging.WARNING, '/tf/python/util/deprecation.py', 50,
+        'From %s: f (from m) is deprecated', (call_site,), None)
+
+  tensorflow_call = os.path.join(os.path.dirname(tf.__file__), 'python',
+                                 'training', 'saver.py') + ':1177'
+  assert not keep(notice(tensorflow_call))
+  assert keep(notice(os.path.join(ROOT, 'classifier.py') + ':174'))
+  other = logging.LogRecord('tensorflow', logging.WARNING, '/x/saver.py', 1,
+                            'From %s: a warning', (tensorflow_call,), None)
+  assert keep(other)
 
 
 def test_startup_noise_is_info_and_warning_lines_only():
