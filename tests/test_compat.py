@@ -112,9 +112,10 @@ def clone(images, labels):
 
 
 def model_fn(features, labels, mode):
+  training = mode == estimator.ModeKeys.TRAIN
   deployed = model_deploy.deploy(
       model_deploy.DeploymentConfig(), clone, [features, labels],
-      optimizer=tf1.train.GradientDescentOptimizer(0.01))
+      optimizer=tf1.train.GradientDescentOptimizer(0.01) if training else None)
   return estimator.EstimatorSpec(mode, loss=deployed.total_loss,
                                  train_op=deployed.train_op)
 
@@ -134,6 +135,7 @@ with tf.Graph().as_default():
 runner = estimator.Estimator(model_fn, model_dir=tempfile.mkdtemp())
 runner.train(input_fn, max_steps=1)
 assert runner.get_variable_value('global_step') == 1
+assert runner.evaluate(input_fn, steps=1)['global_step'] == 1
 check_the_program_is_untouched()
 print('ok')
 '''
