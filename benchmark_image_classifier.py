@@ -100,6 +100,7 @@ def measure_harness(job):
   from runner import estimator as est  # pylint: disable=import-outside-toplevel
   from deployment import model_deploy  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
+  tf1.disable_eager_execution()  # this process is a TF 1 program
 
   class Timer(tf1.train.SessionRunHook):
     """Times the steps after the warm-up ones."""
@@ -163,6 +164,7 @@ def measure_bare(job):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
+  tf1.disable_eager_execution()  # this process is a TF 1 program
   model = job['model']
   size = job['image_size']
   training = job['mode'] == 'train'
@@ -289,8 +291,6 @@ def run_job(job):
   process."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get(
       'TF_CPP_MIN_LOG_LEVEL', '3'))
-  if job['kind'] == 'keras':  # Keras 3, not the tf-keras tf-slim needs
-    env.pop('TF_USE_LEGACY_KERAS', None)
   result = subprocess.run(
       [sys.executable, os.path.abspath(__file__), '--_job=' + json.dumps(job)],
       cwd=ROOT, env=env, capture_output=True, text=True)

@@ -71,7 +71,7 @@ def _add_losses(logits, end_points, labels, num_classes, label_smoothing):
   onehot = tf.one_hot(labels, num_classes)
   if 'AuxLogits' in end_points:
     tf1.losses.softmax_cross_entropy(
-        onehot, tf1.layers.flatten(end_points['AuxLogits']),
+        onehot, slim.flatten(end_points['AuxLogits']),
         label_smoothing=label_smoothing, weights=0.4, scope='aux_loss')
   tf1.losses.softmax_cross_entropy(onehot, logits,
                                    label_smoothing=label_smoothing, weights=1.0)

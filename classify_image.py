@@ -96,6 +96,7 @@ def spec_from_flags():
 
 
 def main(argv):
+  tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     if F.top_k < 1 or F.batch_size < 1:
       raise ValueError('--top_k and --batch_size must be at least 1')

@@ -207,6 +207,7 @@ def evaluate_export(dataset):
 
 
 def main(_):
+  tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     exported = F.saved_model or F.tflite_model
     if not exported:

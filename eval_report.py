@@ -188,7 +188,8 @@ def write(report, eval_dir, step, accuracy=None):
   title = 'step %d: accuracy %.4f (%d/%d); blue: correct, red: mistakes' % (
       step, report.overall_accuracy if accuracy is None else accuracy,
       report.correct.sum(), report.matrix.sum())
-  writer = tf1.summary.FileWriterCache.get(eval_dir)
+  with tf.Graph().as_default():  # a v1 FileWriter refuses eager mode
+    writer = tf1.summary.FileWriterCache.get(eval_dir)
   writer.add_summary(report.image_summary(title), step)
   writer.flush()
   return paths

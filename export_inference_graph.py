@@ -64,6 +64,7 @@ flags.DEFINE_bool('quantize', False,
 
 
 def main(_):
+  tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     if F.quantize:
       raise ValueError('--quantize: quantization-aware graphs died with '

@@ -105,6 +105,7 @@ def check_flags():
 
 
 def main(_):
+  tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     check_flags()
     spec = exporter.make_spec(

@@ -16,7 +16,7 @@ def resolve_checkpoint(path, what='--checkpoint_path'):
       raise ValueError("%s '%s' is a directory without a checkpoint" % (
           what, path))
     return found
-  if not tf1.train.checkpoint_exists(path):
+  if not (tf.io.gfile.glob(path + '.index') or tf.io.gfile.glob(path)):
     raise ValueError("%s '%s' is not a checkpoint" % (what, path))
   return path
 

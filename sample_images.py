@@ -42,6 +42,7 @@ def file_name(index, label, labels_to_names):
 
 
 def main(_):
+  tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     if not F.dataset_dir or not F.output_dir:
       raise ValueError('--dataset_dir and --output_dir are required')

@@ -18,23 +18,23 @@ ask `executing_eagerly_outside_functions()`, a walk of the context stack
 (about 50 us). tf-keras' legacy layers, which build slim's `batch_norm` and
 `separable_conv2d`, hash every global variable each time they add a weight:
 quadratic in the variables, so nasnet_large took over a minute to build.
-Graph mode is TF 1's semantics, where tensors and variables compare and hash
-by identity; `disable_tensor_equality` restores exactly that (hash is id()).
+In a TF 1 graph tensors and variables compare and hash by identity anyway;
+`identity_hashing()` says so up front (hash is id(), no walk) while a network
+is built (nets_factory's network function), and only then.
 
-`tf.compat.v1.layers` (e.g. `tf1.layers.flatten`) is routed through Keras as
-well and refuses to load under Keras 3; TF_USE_LEGACY_KERAS=1 (read lazily, at
-the first use of `tf.keras`/`tf.compat.v1.layers`) routes it to tf-keras.
-Graph mode is the programming model of this project (see README), so eager
-execution is turned off here as well, before any graph is built.
+Importing this module changes no process-wide mode: eager execution stays as
+the program set it (library code builds inside `tf.Graph().as_default()`; the
+scripts switch their own process to graph mode), and `tf.keras` stays Keras 3
+(the project uses tf-slim's layers, never `tf.compat.v1.layers`, which would
+need TF_USE_LEGACY_KERAS=1 to route it to tf-keras).
 """
+import contextlib
 import importlib
-import os
 import sys
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
-
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor as tensor_lib
 
 _LEGACY = 'tf_keras.src.legacy_tf_layers'
 _EXPECTED = 'tf_keras.legacy_tf_layers'
@@ -47,12 +47,28 @@ def install():
   for name in ('base', 'convolutional', 'core', 'normalization', 'pooling'):
     sys.modules.setdefault('%s.%s' % (_EXPECTED, name),
                            importlib.import_module('%s.%s' % (_LEGACY, name)))
-  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
   for name, value in (('Tensor', tf.Tensor), ('IndexedSlices', tf.IndexedSlices)):
     if not hasattr(ops, name):
       setattr(ops, name, value)
 
 
+@contextlib.contextmanager
+def identity_hashing():
+  """Inside a TF 1 graph: tensors hash and compare by identity without the
+  context walk (root cause 3); elsewhere (eager, tf.function): no change.
+
+  The switch is a class attribute, so it is set only for the duration of the
+  block and restored after it, also when the block raises.
+  """
+  if ops.executing_eagerly_outside_functions():
+    yield
+    return
+  saved = tensor_lib.Tensor._USE_EQUALITY  # pylint: disable=protected-access
+  tensor_lib.Tensor._USE_EQUALITY = False  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    tensor_lib.Tensor._USE_EQUALITY = saved  # pylint: disable=protected-access
+
+
 install()
-tf.compat.v1.disable_eager_execution()
-tf.compat.v1.disable_tensor_equality()

@@ -120,6 +120,7 @@ def build_estimator(dataset, task):
 
 
 def main(_):
+  tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     task = task_cluster()
     if task.task_type == 'ps':

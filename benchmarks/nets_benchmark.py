@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import tf_slim as slim  # noqa: E402
 
 import tf_compat  # noqa: E402,F401
 from nets import nets_factory  # noqa: E402
@@ -48,8 +49,8 @@ def main():
   parser.add_argument('--runs', type=int, default=3)
   args = parser.parse_args()
   print('%-34s %5s %9s %12s' % ('model', 'size', 'build s', 'infer ms'))
-  build, infer = measure(lambda x: tf1.layers.conv2d(x, 8, 3), [1, 224, 224, 3],
-                         args.runs)
+  build, infer = measure(lambda x: slim.conv2d(x, 8, 3, activation_fn=None),
+                         [1, 224, 224, 3], args.runs)
   print('%-34s %5d %9.2f %12.1f' % ('anchor: one 3x3 conv', 224, build,
                                      infer * 1000))
   for name in nets_factory.list_models(args.models):

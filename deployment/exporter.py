@@ -33,6 +33,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import convert_to_constants as constants
 
 import tf_compat  # noqa: F401
 import classifier
@@ -295,7 +296,9 @@ class RestoredGraph(object):
   def frozen_float_graph_def(self, batch_size=1):
     """The graph from `images` ([batch_size, H, W, C] placeholder) to logits
     and probabilities, the variables folded into constants."""
-    frozen = tf1.graph_util.convert_variables_to_constants(
+    # What tf1.graph_util.convert_variables_to_constants calls, without its
+    # deprecation notice.
+    frozen = constants.convert_variables_to_constants_from_session_graph(
         self.session, self.graph.as_graph_def(), ['logits', 'probabilities'])
     for node in frozen.node:
       if node.name == IMAGES_INPUT:  # the default's decoding is cut off

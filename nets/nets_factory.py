@@ -18,6 +18,7 @@ import pkgutil
 import tf_slim as slim
 
 import nets
+import tf_compat
 from nets import registry
 from nets.registry import NetworkInfo, register_network  # noqa: F401  (public API)
 
@@ -94,7 +95,8 @@ def get_network_fn(name, num_classes, weight_decay=0.0, is_training=False):
 
   @functools.wraps(info.network_fn)
   def network_fn(images, **kwargs):
-    with slim.arg_scope(info.arg_scope(weight_decay=weight_decay)):
+    with slim.arg_scope(info.arg_scope(weight_decay=weight_decay)), \
+        tf_compat.identity_hashing():
       return info.network_fn(images, num_classes=num_classes,
                              is_training=is_training, **kwargs)
 

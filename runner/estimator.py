@@ -463,7 +463,8 @@ class Estimator(object):
     for key, value in sorted(results.items()):
       if key != 'global_step' and np.ndim(value) == 0:
         summary.value.add(tag=key, simple_value=float(value))
-    writer = tf1.summary.FileWriterCache.get(eval_dir)
+    with tf.Graph().as_default():  # a v1 FileWriter refuses eager mode
+      writer = tf1.summary.FileWriterCache.get(eval_dir)
     writer.add_summary(summary, int(results['global_step']))
     writer.flush()
 

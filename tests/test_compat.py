@@ -13,7 +13,7 @@ tf1 = tf.compat.v1
 with tf.Graph().as_default():
   x = tf1.placeholder(tf.float32, [2, 4, 4, 3])
   y = slim.batch_norm(slim.conv2d(x, 3, [3, 3]), is_training=True)
-  loss = tf.reduce_mean(tf1.layers.flatten(y))
+  loss = tf.reduce_mean(slim.flatten(y))
   step = tf1.train.get_or_create_global_step()
   optimizers.optimize_loss(loss, step, 0.1, 'SGD')
   assert len(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)) == 2
@@ -46,13 +46,14 @@ def test_without_the_compat_module_tf_slim_batch_norm_fails():
   assert "No module named 'tf_keras.legacy_tf_layers'" in result.stderr
 
 
-def test_variables_hash_by_identity_without_a_context_walk(monkeypatch):
+def test_variables_hash_by_identity_without_a_context_walk_while_a_net_is_built(
+    monkeypatch):
   """Root cause 3 of tf_compat: tf-keras' legacy layers hash every global
-  variable per weight they add; each hash must not walk the context stack."""
+  variable per weight they add; inside `identity_hashing` (where the factory
+  builds networks) each hash must not walk the context stack."""
   import tensorflow as tf
   from tensorflow.python.framework import ops
-  from tensorflow.python.framework import tensor as tensor_lib
-  import tf_compat  # noqa: F401
+  import tf_compat
 
   walks = []
   real = ops.executing_eagerly_outside_functions
@@ -67,9 +68,88 @@ def test_variables_hash_by_identity_without_a_context_walk(monkeypatch):
 
   with tf.Graph().as_default():
     variable = tf.compat.v1.get_variable('v', [2])
-    assert hash_and_compare(variable) is True
+    with tf_compat.identity_hashing():
+      assert hash_and_compare(variable) is True
     assert not walks
-    # The control: TF 2's tensor equality walks the stack on every hash.
-    monkeypatch.setattr(tensor_lib.Tensor, '_USE_EQUALITY', True)
+    # The control: outside the block, TF 2's tensor equality walks the stack
+    # on every hash (the switch was restored).
     hash_and_compare(variable)
     assert walks
+
+
+# A TF2 user's program: eager, Keras 3. Importing the project and using it
+# (a zoo network in a graph of its own, model_deploy and the runner) must
+# leave the program's eager computations and Keras model working as before.
+EAGER_PROGRAM = '''
+import tempfile
+import numpy as np
+import tensorflow as tf
+%(keras_before)s
+from nets import nets_factory
+import classifier  # noqa: F401
+from deployment import model_deploy
+from runner import estimator
+%(keras_after)s
+tf1 = tf.compat.v1
+
+
+def check_the_program_is_untouched():
+  assert tf.executing_eagerly()
+  equal = tf.constant([1, 2]) == tf.constant([1, 3])
+  assert equal.numpy().tolist() == [True, False], equal
+  assert keras.__version__.startswith('3.'), keras.__version__
+  assert tf.keras.layers.Dense is keras.layers.Dense  # tf.keras is Keras 3
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+  model.compile(optimizer='sgd', loss='mse')
+  loss = model.fit(np.ones((8, 4)), np.zeros((8, 2)), verbose=0).history['loss']
+  assert len(loss) == 1 and np.isfinite(loss[0]), loss
+
+
+def clone(images, labels):
+  network_fn = nets_factory.get_network_fn('lenet', 10, is_training=True)
+  logits, _ = network_fn(images)
+  tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+  return logits
+
+
+def model_fn(features, labels, mode):
+  training = mode == estimator.ModeKeys.TRAIN
+  deployed = model_deploy.deploy(
+      model_deploy.DeploymentConfig(), clone, [features, labels],
+      optimizer=tf1.train.GradientDescentOptimizer(0.01) if training else None)
+  return estimator.EstimatorSpec(mode, loss=deployed.total_loss,
+                                 train_op=deployed.train_op)
+
+
+def input_fn():
+  return tf.data.Dataset.from_tensors(
+      (tf.zeros([2, 28, 28, 3]), tf.zeros([2], tf.int64))).repeat()
+
+
+check_the_program_is_untouched()
+with tf.Graph().as_default():
+  images = tf1.placeholder(tf.float32, [2, 28, 28, 3])
+  logits, _ = nets_factory.get_network_fn('lenet', 10)(images)
+  with tf1.Session() as session:
+    session.run(tf1.global_variables_initializer())
+    assert session.run(logits, {images: np.zeros([2, 28, 28, 3])}).shape == (2, 10)
+runner = estimator.Estimator(model_fn, model_dir=tempfile.mkdtemp())
+runner.train(input_fn, max_steps=1)
+assert runner.get_variable_value('global_step') == 1
+assert runner.evaluate(input_fn, steps=1)['global_step'] == 1
+check_the_program_is_untouched()
+print('ok')
+'''
+
+
+@pytest.mark.parametrize('keras_first', [True, False])
+def test_importing_the_project_leaves_an_eager_keras_3_program_alone(
+    keras_first):
+  imports = {'keras_before': 'import keras' if keras_first else '',
+             'keras_after': '' if keras_first else 'import keras'}
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  result = subprocess.run([sys.executable, '-c', EAGER_PROGRAM % imports],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=env)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip().endswith('ok')

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -221,29 +222,73 @@ def test_tensorflow_noise_stays_off_the_terminal(digits_run):
                          r'deprecated|^[IWE]\d{4} ', result.stdout, re.M)
 
 
+# A script as the scripts are: quiet_tensorflow first, absl's flags, a
+# MonitoredTrainingSession (which logs "Graph was finalized" at INFO).
 QUIET_THEN_SESSION = '''
 import quiet_tensorflow
+from absl import app
 import tensorflow as tf
-with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-  print(session.run(tf.constant(2) + 3))
+
+
+def main(_):
+  tf1 = tf.compat.v1
+  with tf.Graph().as_default():
+    tf1.train.get_or_create_global_step()
+    five = tf.constant(2) + 3
+    with tf1.train.MonitoredTrainingSession() as session:
+      print(session.run(five))
+
+
+app.run(main)
 '''
 
 
-@pytest.mark.parametrize('level, noisy', [(None, False), ('0', True)])
-def test_quiet_tensorflow_drops_start_up_lines_unless_asked_for(level, noisy):
-  """The control: TF_CPP_MIN_LOG_LEVEL=0 shows what TensorFlow prints."""
+@pytest.mark.parametrize('level, args, noisy', [
+    (None, [], False), ('0', [], True),
+    ('3', ['--verbosity=1'], True)])  # setup_env.sh's 3: the flag wins
+def test_quiet_tensorflow_drops_start_up_and_info_lines_unless_asked_for(
+    level, args, noisy):
+  """The controls: --verbosity or TF_CPP_MIN_LOG_LEVEL=0 show what
+  TensorFlow prints, C++ and Python."""
   env = dict(os.environ)
   env.pop('TF_CPP_MIN_LOG_LEVEL', None)
   if level is not None:
     env['TF_CPP_MIN_LOG_LEVEL'] = level
-  result = subprocess.run([sys.executable, '-c', QUIET_THEN_SESSION], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+  result = subprocess.run([sys.executable, '-c', QUIET_THEN_SESSION] + args,
+                          cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout == '5\n'
-  assert bool(re.search(r'absl::InitializeLog|^I\d{4} ', result.stderr,
-                        re.M)) == noisy, result.stderr[-2000:]
+  for line in (r'absl::InitializeLog|^I\d{4} ', r'Graph was finalized'):
+    assert bool(re.search(line, result.stderr, re.M)) == noisy, (
+        line, result.stderr[-2000:])
   if not noisy:
     assert result.stderr == ''
+
+
+@pytest.mark.parametrize('argv, level', [
+    (['x.py'], None), (['x.py', '--verbosity=1'], 1), (['x.py', '-v', '-1'], -1),
+    (['x.py', '-v=0', '--model_name=lenet'], 0), (['x.py', '--v', '2'], 2),
+    (['x.py', '--', '-v', '1'], None), (['x.py', '-v'], None)])
+def test_verbosity_is_read_from_the_command_line_as_absl_reads_it(argv, level):
+  assert quiet_tensorflow_module().verbosity_in(argv) == level
+
+
+def test_only_deprecation_notices_about_the_libraries_own_calls_are_dropped():
+  keep = quiet_tensorflow_module().not_a_library_deprecation_notice
+
+  def notice(call_site):
+    return logging.LogRecord(
+        'tensorflow', logging.WARNING, '/tf/python/util/deprecation.py', 50,
+        'From %s: f (from m) is deprecated', (call_site,), None)
+
+  tensorflow_call = os.path.join(os.path.dirname(tf.__file__), 'python',
+                                 'training', 'saver.py') + ':1177'
+  assert not keep(notice(tensorflow_call))
+  assert keep(notice(os.path.join(ROOT, 'classifier.py') + ':174'))
+  other = logging.LogRecord('tensorflow', logging.WARNING, '/x/saver.py', 1,
+                            'From %s: a warning', (tensorflow_call,), None)
+  assert keep(other)
 
 
 def test_startup_noise_is_info_and_warning_lines_only():
