@@ -477,8 +477,9 @@ def export_inference_graph(spec, output_file, batch_size=None,
     if checkpoint:
       with tf1.Session() as session:
         averaged = restore_variables(session, checkpoint, spec.model_name)
-        graph_def = tf1.graph_util.convert_variables_to_constants(
-            session, graph_def, ['logits', 'probabilities'])
+        graph_def = (
+            constants.convert_variables_to_constants_from_session_graph(
+                session, graph_def, ['logits', 'probabilities']))
   with staged_path(output_file, overwrite, '--output_file') as staged:
     if as_text:
       with open(staged, 'w') as f:

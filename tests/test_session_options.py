@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import classifier
+import optimization
 from datasets import converters, dataset_factory
 from runner import estimator as est
 from deployment import session_options
@@ -128,7 +129,7 @@ def _train_and_evaluate(digits_dir, train_dir, precision, steps):
       model_name='lenet', num_classes=10, num_samples_per_epoch=1437,
       batch_size=50, weight_decay=0.0, log_every_n_steps=10 ** 6,
       precision=precision, summarize_activations=False,
-      optimizer=classifier.OptimizerParams(
+      optimizer=optimization.OptimizerParams(
           optimizer='sgd', learning_rate=0.02,
           learning_rate_decay_type='fixed'))
 
