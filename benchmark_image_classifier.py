@@ -83,6 +83,17 @@ def _session_config(job):
   return config
 
 
+def _images_per_sec(run, job):
+  """Images/sec of `run()` (one step of job['batch'] images) over
+  job['steps'] timed calls, after job['warmup'] untimed ones."""
+  for _ in range(job['warmup']):
+    run()
+  start = time.perf_counter()
+  for _ in range(job['steps']):
+    run()
+  return job['steps'] * job['batch'] / (time.perf_counter() - start)
+
+
 def _random_batch(job, size):
   import numpy as np  # pylint: disable=import-outside-toplevel
   rng = np.random.RandomState(0)
@@ -182,12 +193,7 @@ def measure_bare(job):
       step = logits.op
     with tf1.Session(config=_session_config(dict(job, clones=1))) as session:
       session.run(tf1.global_variables_initializer())
-      for _ in range(job['warmup']):
-        session.run(step)
-      start = time.perf_counter()
-      for _ in range(job['steps']):
-        session.run(step)
-      return job['steps'] * job['batch'] / (time.perf_counter() - start)
+      return _images_per_sec(lambda: session.run(step), job)
 
 
 def measure_reader(job):
@@ -208,12 +214,7 @@ def measure_reader(job):
                                             ).get_next()
     step = tf.group(batch)  # nothing leaves the session but the batch is made
     with tf1.Session(config=_session_config(dict(job, clones=1))) as session:
-      for _ in range(job['warmup']):
-        session.run(step)
-      start = time.perf_counter()
-      for _ in range(job['steps']):
-        session.run(step)
-      return job['steps'] * job['batch'] / (time.perf_counter() - start)
+      return _images_per_sec(lambda: session.run(step), job)
 
 
 def measure_zoo(job):
@@ -273,12 +274,7 @@ def measure_keras(job):
     run = lambda: network.train_on_batch(x, y)  # noqa: E731
   else:
     run = lambda: network.predict_on_batch(x)  # noqa: E731
-  for _ in range(job['warmup']):
-    run()
-  start = time.perf_counter()
-  for _ in range(job['steps']):
-    run()
-  return job['steps'] * job['batch'] / (time.perf_counter() - start)
+  return _images_per_sec(run, job)
 
 
 MEASURE = {'harness': measure_harness, 'bare': measure_bare,
