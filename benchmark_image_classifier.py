@@ -53,6 +53,9 @@ import sys
 import tempfile
 import time
 
+# First, before anything imports TensorFlow: its start-up lines stay off.
+import quiet_tensorflow  # noqa: F401  pylint: disable=unused-import
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # keras.applications' model of each architecture of the zoo it has.
@@ -102,7 +105,6 @@ def _random_batch(job, size):
 
 
 def measure_harness(job):
-  import quiet_tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import classifier  # pylint: disable=import-outside-toplevel
