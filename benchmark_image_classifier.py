@@ -11,7 +11,8 @@ For each model, batch size and clone count, and for training and inference:
     reader and the network's preprocessing (--data=real --dataset_name
     --dataset_dir); inference is its evaluation (metrics included);
   * bare: the TF-Slim network alone on a constant batch, one momentum-SGD
-    step (or one forward pass) per session.run, nothing else; the anchor;
+    step on its loss and weight decay (what the harness trains) or one
+    forward pass per session.run, nothing else; the anchor;
   * keras: keras.applications' model of the same architecture (Keras 3,
     eager/compiled, `train_on_batch` / `predict_on_batch`), where it has one;
   * reader: the input pipeline alone (records read, decoded, preprocessed
@@ -104,6 +105,40 @@ def _random_batch(job, size):
           rng.randint(0, NUM_CLASSES, job['batch']).astype(np.int64))
 
 
+def _trace_options():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.compat.v1.RunOptions(
+      trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+
+
+def _profile_name(job):
+  return '%s_b%d_%s_%s_%s' % (job['model'], job['batch'], job['mode'],
+                              job['kind'], job['precision'])
+
+
+def write_profile(job, run_metadata):
+  """Writes one traced step: a Chrome trace (chrome://tracing, Perfetto) and
+  the op time by op type, which `profile_table` compares across kinds."""
+  from tensorflow.python.client import timeline  # pylint: disable=import-outside-toplevel
+  base = os.path.join(job['profile_dir'], _profile_name(job))
+  with open(base + '.trace.json', 'w') as f:
+    f.write(timeline.Timeline(run_metadata.step_stats)
+            .generate_chrome_trace_format())
+  by_type, starts, ends = {}, [], []
+  for device in run_metadata.step_stats.dev_stats:
+    for node in device.node_stats:
+      # timeline_label reads 'name = OpType(inputs)'; _SOURCE has none.
+      label = node.timeline_label.partition(' = ')[2]
+      op_type = label.partition('(')[0] or node.node_name
+      count, micros = by_type.get(op_type, (0, 0))
+      by_type[op_type] = (count + 1, micros + node.all_end_rel_micros)
+      starts.append(node.all_start_micros)
+      ends.append(node.all_start_micros + node.all_end_rel_micros)
+  with open(base + '.ops.json', 'w') as f:
+    json.dump({'step_micros': max(ends) - min(starts) if ends else 0,
+               'ops': by_type}, f)
+
+
 def measure_harness(job):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -124,10 +159,15 @@ def measure_harness(job):
     def before_run(self, run_context):
       if self.count == job['warmup']:
         self.start = time.perf_counter()
+      if self.count == timed:  # the extra step, traced (--profile_dir)
+        return tf1.train.SessionRunArgs(None, options=_trace_options())
+      return None
 
     def after_run(self, run_context, run_values):
       self.count += 1
-      if self.start is not None:
+      if self.count == timed + 1:
+        write_profile(job, run_values.run_metadata)
+      elif self.start is not None:
         self.elapsed = time.perf_counter() - self.start
 
   model, clones = job['model'], job['clones']
@@ -156,7 +196,8 @@ def measure_harness(job):
                                                clone_on_cpu=clones > 1),
       log_every_n_steps=10 ** 9, precision=job['precision'])
   timer = Timer()
-  total = job['warmup'] + job['steps']
+  timed = job['warmup'] + job['steps']
+  total = timed + (1 if job.get('profile_dir') else 0)
   with tempfile.TemporaryDirectory() as model_dir:
     config = est.RunConfig(save_summary_steps=None, log_step_count_steps=None,
                            save_checkpoints_secs=None,
@@ -187,7 +228,9 @@ def measure_bare(job):
     logits, _ = nets_factory.get_network_fn(model, NUM_CLASSES,
                                             is_training=training)(images)
     if training:
-      loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+      tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+      # With the nets' weight decay, as the harness trains: the same work.
+      loss = tf1.losses.get_total_loss()
       step = tf1.train.MomentumOptimizer(0.001, 0.9).minimize(
           loss, global_step=tf1.train.get_or_create_global_step())
       step = tf.group(step, *tf1.get_collection(tf1.GraphKeys.UPDATE_OPS))
@@ -195,7 +238,12 @@ def measure_bare(job):
       step = logits.op
     with tf1.Session(config=_session_config(dict(job, clones=1))) as session:
       session.run(tf1.global_variables_initializer())
-      return _images_per_sec(lambda: session.run(step), job)
+      rate = _images_per_sec(lambda: session.run(step), job)
+      if job.get('profile_dir'):
+        metadata = tf1.RunMetadata()
+        session.run(step, options=_trace_options(), run_metadata=metadata)
+        write_profile(job, metadata)
+      return rate
 
 
 def measure_reader(job):
@@ -338,6 +386,10 @@ def parse_args(argv=None):
   parser.add_argument('--output_json', default=None)
   parser.add_argument('--output_markdown', default=None,
                       help='the table as markdown')
+  parser.add_argument('--profile_dir', default=None,
+                      help='after the timed steps, trace one more step of '
+                      'harness and bare graph: Chrome traces and op time by '
+                      'op type written here, compared in a printed table')
   parser.add_argument('--_job', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
 
@@ -386,6 +438,12 @@ def parse_args(argv=None):
                      % (batch, clones))
   if args.data == 'real' and not args.dataset_dir:
     parser.error('--data=real needs --dataset_dir')
+  if args.profile_dir:
+    args.profile_dir = os.path.abspath(os.path.expanduser(args.profile_dir))
+    try:
+      os.makedirs(args.profile_dir, exist_ok=True)
+    except OSError as e:
+      parser.error('--profile_dir=%s: %s' % (args.profile_dir, e.strerror))
   if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
     parser.error('--rounds and --steps must be at least 1, --warmup 0')
   if args.num_readers < 1 or args.num_preprocessing_threads < 1:
@@ -427,7 +485,8 @@ def jobs_of(args, reader_dir=None):
   common = dict(steps=args.steps, warmup=args.warmup,
                 intra_op_threads=intra, inter_op_threads=inter,
                 num_readers=args.num_readers,
-                num_preprocessing_threads=args.num_preprocessing_threads)
+                num_preprocessing_threads=args.num_preprocessing_threads,
+                profile_dir=args.profile_dir)
   if args.zoo_table:
     for model in args.models:
       yield dict(common, kind='zoo', mode='inference', model=model,
@@ -533,6 +592,44 @@ def speed_table(args, jobs):
   return table, '\n'.join(lines)
 
 
+def profile_table(args, jobs, top=12):
+  """Op time by op type of the traced step of each kind, side by side (per
+  model, batch, mode and precision): where one kind spends time the other
+  does not."""
+  groups = {}
+  for job in jobs:
+    path = os.path.join(args.profile_dir, _profile_name(job) + '.ops.json')
+    if job['kind'] in ('harness', 'bare') and os.path.exists(path):
+      with open(path) as f:
+        groups.setdefault((job['model'], job['batch'], job['mode'],
+                           job['precision']), {})[job['kind']] = json.load(f)
+  lines = []
+  for (model, batch, mode, precision), kinds in groups.items():
+    if len(kinds) < 2:
+      continue
+    harness, bare = kinds['harness'], kinds['bare']
+    lines += ['', '%s batch %d %s %s, one traced step: harness %.1f ms, bare '
+              'graph %.1f ms (wall time of the step\'s ops)' % (
+                  model, batch, mode, precision, harness['step_micros'] / 1e3,
+                  bare['step_micros'] / 1e3),
+              '| op type | harness ops | harness ms | bare ops | bare ms | '
+              'harness - bare ms |', '|---|---:|---:|---:|---:|---:|']
+    types = set(harness['ops']) | set(bare['ops'])
+    rows = []
+    for op_type in types:
+      h_count, h_micros = harness['ops'].get(op_type, (0, 0))
+      b_count, b_micros = bare['ops'].get(op_type, (0, 0))
+      rows.append((op_type, h_count, h_micros / 1e3, b_count, b_micros / 1e3))
+    rows.sort(key=lambda r: -abs(r[2] - r[4]))
+    lines += ['| %s | %d | %.1f | %d | %.1f | %+.1f |' % (r + (r[2] - r[4],))
+              for r in rows[:top]]
+    total = [sum(r[i] for r in rows) for i in (1, 2, 3, 4)]
+    lines.append('| all (%d types) | %d | %.1f | %d | %.1f | %+.1f |' % (
+        len(rows), total[0], total[1], total[2], total[3],
+        total[1] - total[3]))
+  return '\n'.join(lines[1:])
+
+
 def main(argv=None):
   args = parse_args(argv)
   if args._job:  # pylint: disable=protected-access
@@ -547,6 +644,8 @@ def main(argv=None):
       reader_dir = synthetic_jpegs(work)
     jobs = list(jobs_of(args, reader_dir))
     table, markdown = (zoo_table if args.zoo_table else speed_table)(args, jobs)
+  if args.profile_dir and not args.zoo_table:
+    markdown += '\n\n' + profile_table(args, jobs)
   print()
   print(markdown)
   print('\n%.0f s in all' % (time.time() - start))

@@ -120,3 +120,28 @@ def test_zoo_table_is_the_median_of_rounds_as_markdown(monkeypatch):
   assert [(r['model'], r['build_secs'], r['images_per_sec']) for r in table] \
       == [('lenet', 2.0, 20.0)]
   assert markdown.splitlines()[2] == '| lenet | 28 | 2.0 | 3.0 | 20.0 |'
+
+
+def test_profile_traces_one_step_of_each_kind_and_compares_op_types(tmp_path):
+  profile_dir = str(tmp_path)
+  for kind in ('harness', 'bare'):
+    assert bench.MEASURE[kind](_job(kind=kind, mode='train',
+                                    profile_dir=profile_dir)) > 0
+  ops = {}
+  for kind in ('harness', 'bare'):
+    base = tmp_path / ('lenet_b4_train_%s_float32' % kind)
+    assert json.load(open(str(base) + '.trace.json'))['traceEvents']
+    ops[kind] = json.load(open(str(base) + '.ops.json'))
+    assert ops[kind]['step_micros'] > 0
+    # One momentum update per LeNet variable (4 layers x weights, biases).
+    assert ops[kind]['ops']['ResourceApplyMomentum'][0] == 8
+  assert 'IteratorGetNext' in ops['harness']['ops']  # the harness's tf.data
+  assert 'IteratorGetNext' not in ops['bare']['ops']
+  args = bench.parse_args(['--models=lenet', '--batch_sizes=4',
+                           '--modes=train', '--kinds=harness,bare',
+                           '--profile_dir=' + profile_dir])
+  table = bench.profile_table(args, list(bench.jobs_of(args))).splitlines()
+  assert table[0].startswith('lenet batch 4 train float32, one traced step:')
+  total = table[-1].split('|')
+  assert total[1].strip().startswith('all (') and int(total[2]) == sum(
+      count for count, _ in ops['harness']['ops'].values())
