@@ -276,8 +276,9 @@ def measure_zoo(job):
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
   info = nets_factory.get_info(job['model'])
-  result = {}
-  for batch in (1, job['batch']):
+  result = {'images_per_sec': None}
+  # A batch of 32 clips of a video network needs tens of GB: batch 1 only.
+  for batch in (1,) if info.num_frames else (1, job['batch']):
     shape = info.input_shape(batch)
     with tf.Graph().as_default():
       images = tf1.placeholder(tf.float32, shape)
@@ -302,6 +303,7 @@ def measure_zoo(job):
     else:
       result['images_per_sec'] = batch / seconds
   result['image_size'] = info.default_image_size
+  result['num_frames'] = info.num_frames
   return result
 
 
@@ -406,11 +408,13 @@ def parse_args(argv=None):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   from deployment import session_options  # pylint: disable=import-outside-toplevel
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
-  image_models = [name for name in nets_factory.list_models()
-                  if not nets_factory.get_info(name).num_frames]
+  # The zoo table covers the video networks too (batch 1); the rest trains
+  # on images.
+  models = [name for name in nets_factory.list_models()
+            if args.zoo_table or not nets_factory.get_info(name).num_frames]
   if args.models is None:
-    args.models = ','.join(image_models) if args.zoo_table else DEFAULT_MODELS
-  args.models = items(args.models, 'models', image_models)
+    args.models = ','.join(models) if args.zoo_table else DEFAULT_MODELS
+  args.models = items(args.models, 'models', models)
   args.batch_sizes = items(args.batch_sizes, 'batch_sizes', cast=int)
   args.num_clones = items(args.num_clones, 'num_clones', cast=int)
   args.precisions = items(args.precisions, 'precisions',
@@ -526,32 +530,41 @@ def key(job):
           '%d:%d' % (job['intra_op_threads'], job['inter_op_threads']))
 
 
+def _rate(value, text='%.1f'):
+  return '-' if value is None else text % value
+
+
 def zoo_table(args, jobs):
-  """One fresh process per network, --rounds times; medians as markdown."""
+  """One fresh process per network, --rounds times; medians as markdown.
+  A video network's input is one clip (its default frame count)."""
   results = {job['model']: [] for job in jobs}
   for round_ in range(args.rounds):
     for job in jobs:
       result = run_job(job)
       results[job['model']].append(result)
-      print('round %d/%d  %-32s build %6.2f s  %8.1f ms/image (b1)  %8.1f '
+      print('round %d/%d  %-32s build %6.2f s  %8.1f ms/input (b1)  %8s '
             'images/sec (b%d)' % (round_ + 1, args.rounds, job['model'],
                                   result['build_secs'],
                                   result['ms_per_image_b1'],
-                                  result['images_per_sec'], job['batch']),
-            flush=True)
+                                  _rate(result['images_per_sec']),
+                                  job['batch']), flush=True)
   table = []
   for model, rounds in results.items():
     row = dict(model=model, image_size=rounds[0]['image_size'],
+               num_frames=rounds[0].get('num_frames'),
                batch=args.zoo_batch_size, rounds=rounds)
     for field in ('build_secs', 'ms_per_image_b1', 'images_per_sec'):
-      row[field] = statistics.median(r[field] for r in rounds)
+      values = [r[field] for r in rounds if r[field] is not None]
+      row[field] = statistics.median(values) if values else None
     table.append(row)
-  lines = ['| network | size | build (s) | inference ms/image, batch 1 | '
-           'inference images/sec, batch %d |' % args.zoo_batch_size,
+  lines = ['| network | size | build (s) | inference ms/image (clip), batch 1 '
+           '| inference images/sec, batch %d |' % args.zoo_batch_size,
            '|---|---:|---:|---:|---:|']
-  lines += ['| %s | %d | %.1f | %.1f | %.1f |' % (
-      r['model'], r['image_size'], r['build_secs'], r['ms_per_image_b1'],
-      r['images_per_sec']) for r in table]
+  lines += ['| %s | %s | %.1f | %.1f | %s |' % (
+      r['model'], '%d' % r['image_size'] + (
+          ', %d frames' % r['num_frames'] if r['num_frames'] else ''),
+      r['build_secs'], r['ms_per_image_b1'], _rate(r['images_per_sec']))
+            for r in table]
   return table, '\n'.join(lines)
 
 

@@ -111,15 +111,25 @@ def test_zoo_row_has_build_time_latency_and_throughput():
 
 
 def test_zoo_table_is_the_median_of_rounds_as_markdown(monkeypatch):
-  results = iter([dict(build_secs=b, ms_per_image_b1=m, images_per_sec=r,
-                       image_size=28) for b, m, r in
-                  ((1.0, 2.0, 30.0), (3.0, 4.0, 10.0))])
+  # Rounds run every network in turn: lenet, i3d, lenet, i3d.
+  results = iter([
+      dict(build_secs=1.0, ms_per_image_b1=2.0, images_per_sec=30.0,
+           image_size=28, num_frames=None),
+      dict(build_secs=5.0, ms_per_image_b1=900.0, images_per_sec=None,
+           image_size=224, num_frames=64),
+      dict(build_secs=3.0, ms_per_image_b1=4.0, images_per_sec=10.0,
+           image_size=28, num_frames=None),
+      dict(build_secs=7.0, ms_per_image_b1=1100.0, images_per_sec=None,
+           image_size=224, num_frames=64)])
   monkeypatch.setattr(bench, 'run_job', lambda job: next(results))
-  args = bench.parse_args(['--zoo_table', '--models=lenet', '--rounds=2'])
+  # The zoo table takes video networks (one clip, batch 1 only).
+  args = bench.parse_args(['--zoo_table', '--models=lenet,i3d', '--rounds=2'])
   table, markdown = bench.zoo_table(args, list(bench.jobs_of(args)))
   assert [(r['model'], r['build_secs'], r['images_per_sec']) for r in table] \
-      == [('lenet', 2.0, 20.0)]
-  assert markdown.splitlines()[2] == '| lenet | 28 | 2.0 | 3.0 | 20.0 |'
+      == [('lenet', 2.0, 20.0), ('i3d', 6.0, None)]
+  assert markdown.splitlines()[2:] == [
+      '| lenet | 28 | 2.0 | 3.0 | 20.0 |',
+      '| i3d | 224, 64 frames | 6.0 | 1000.0 | - |']
 
 
 def test_profile_traces_one_step_of_each_kind_and_compares_op_types(tmp_path):
