@@ -216,6 +216,7 @@ def measure_harness(job):
 def measure_bare(job):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import classifier  # pylint: disable=import-outside-toplevel
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
   tf1.disable_eager_execution()  # this process is a TF 1 program
@@ -225,12 +226,13 @@ def measure_bare(job):
   x, y = _random_batch(job, size)
   with tf.Graph().as_default():
     images, labels = tf.constant(x), tf.constant(y)
-    logits, _ = nets_factory.get_network_fn(model, NUM_CLASSES,
-                                            is_training=training)(images)
+    # Trained as the harness trains (TF-Slim's default weight decay).
+    logits, _ = nets_factory.get_network_fn(
+        model, NUM_CLASSES, weight_decay=classifier.ClassifierParams.weight_decay,
+        is_training=training)(images)
     if training:
       tf1.losses.sparse_softmax_cross_entropy(labels, logits)
-      # With the nets' weight decay, as the harness trains: the same work.
-      loss = tf1.losses.get_total_loss()
+      loss = tf1.losses.get_total_loss()  # with the weight decay
       step = tf1.train.MomentumOptimizer(0.001, 0.9).minimize(
           loss, global_step=tf1.train.get_or_create_global_step())
       step = tf.group(step, *tf1.get_collection(tf1.GraphKeys.UPDATE_OPS))
