@@ -10,6 +10,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 from deployment import model_deploy
+from runner import estimator as est
+from test_training import EVAL, LENET_FLAGS, TRAIN, digits_dir, run  # noqa: F401
 
 tf1 = tf.compat.v1
 CPUS = tf1.ConfigProto(device_count={'CPU': 3})
@@ -56,7 +58,7 @@ def _deploy(update, clones, optimizer, batch_norm=True, seed=0):
 
 
 def _values(sess, variables):
-  return {v.op.name: sess.run(v) for v in variables}
+  return sess.run({v.op.name: v for v in variables})
 
 
 def _assert_copies_equal(local, originals, clones):
@@ -191,3 +193,29 @@ def test_bad_replicated_config_names_the_argument():
   with pytest.raises(ValueError, match=r'^variable_update must be one of '
                      r"parameter_server, replicated, got 'mirrored'$"):
     model_deploy.DeploymentConfig(num_clones=2, variable_update='mirrored')
+
+
+@pytest.mark.slow
+def test_script_trains_replicated_and_eval_reads_the_checkpoint(digits_dir,
+                                                                 tmp_path):
+  train_dir = str(tmp_path / 'replicated')
+  flags = [f for f in LENET_FLAGS if not f.startswith(('--batch_size',
+                                                       '--optimizer'))]
+  trained = run(TRAIN, *flags, '--dataset_dir=' + digits_dir,
+                '--train_dir=' + train_dir, '--batch_size=16',
+                '--num_clones=2', '--clone_on_cpu',
+                '--variable_update=replicated', '--optimizer=momentum',
+                '--max_number_of_steps=20')
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  checkpoint = tf.train.latest_checkpoint(train_dir)
+  assert est.global_step_of(checkpoint) == 20
+  names = [name for name, _ in tf.train.list_variables(checkpoint)]
+  assert 'LeNet/conv1/weights/Momentum' in names
+  assert not [name for name in names if name.startswith('clone_')]
+  evaluated = run(EVAL, '--model_name=lenet', '--dataset_name=digits',
+                  '--dataset_split_name=validation',
+                  '--dataset_dir=' + digits_dir, '--checkpoint_path=' +
+                  train_dir, '--eval_dir=' + str(tmp_path / 'eval'))
+  assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+  assert 'Accuracy = ' in evaluated.stdout
+
