@@ -348,10 +348,10 @@ class _Copies(object):
     self.by_original[key] = copy
     return copy
 
-  def getter(self, next_getter, name, *args, **kwargs):
-    """A variable-scope custom getter: `get_variable` reuses clone 0's
-    variable, the clone gets its copy."""
-    return self.of(next_getter(name, *args, **kwargs))
+  def getter(self, getter, *args, **kwargs):
+    """A variable-scope custom getter (called with getter= as a keyword):
+    `get_variable` reuses clone 0's variable, the clone gets its copy."""
+    return self.of(getter(*args, **kwargs))
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 import tf_slim as slim
 
 from deployment import model_deploy
@@ -144,6 +145,30 @@ def test_each_clone_reduces_each_trainable_variable_on_its_own_device():
     assert {v.op.name for v in tf1.model_variables()} == {
         'conv/weights', 'conv/BatchNorm/beta', 'conv/BatchNorm/moving_mean',
         'conv/BatchNorm/moving_variance', 'fc/weights', 'fc/biases'}
+
+
+def test_keras_and_tf1_layers_and_get_variable_get_copies_too():
+  def model(features, labels):
+    hidden = tf_keras.layers.Dense(5)(features)
+    hidden = tf1.layers.dense(hidden, 4)
+    logits = tf.matmul(hidden, tf1.get_variable('plain', [4, 3]))
+    tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+
+  with tf.Graph().as_default() as graph:
+    config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True,
+                                           variable_update='replicated')
+    clones = model_deploy.create_clones(
+        config, model, [tf.zeros([4, 6]), tf.zeros([4], tf.int64)])
+    trainable = tf1.trainable_variables()
+    assert len(trainable) == 5
+    copies = clones[1].copies
+    assert {v.ref() for v in trainable} == set(copies)
+    # Clone 1's layers read its copies only.
+    matmuls = [op for op in graph.get_operations()
+               if op.type == 'MatMul' and op.name.startswith('clone_1/')]
+    read = {op.inputs[1].op.inputs[0].op.name for op in matmuls}
+    assert read == {copies[v.ref()].op.name for v in trainable
+                    if v.shape.rank == 2}
 
 
 def test_checkpoint_holds_one_model_and_resuming_resyncs_the_copies(
