@@ -3,10 +3,10 @@
     python train_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
         --model_name=lenet --train_dir=runs/lenet --max_number_of_steps=1000
 
-One code path for one clone and for N (--num_clones, --clone_on_cpu): the
-classification model_fn deploys clones with model_deploy and the
-Estimator-compatible runner trains it, resuming from train_dir's latest
-checkpoint. --checkpoint_path fine-tunes only when train_dir has none.
+One code path for one clone and for N (--num_clones, --clone_on_cpu,
+--variable_update): the classification model_fn deploys clones with
+model_deploy and the Estimator-compatible runner trains it, resuming from
+train_dir's latest checkpoint. --checkpoint_path fine-tunes only when train_dir has none.
 As in TF-Slim, --batch_size is per clone: a step takes batch_size x
 num_clones images, and the learning-rate decay counts them all.
 
@@ -48,6 +48,11 @@ flags.DEFINE_integer('save_summaries_steps', None,
                      'Steps between summaries (instead of seconds).')
 flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
 flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
+flags.DEFINE_enum('variable_update', 'parameter_server',
+                  list(model_deploy.VARIABLE_UPDATES),
+                  'With --num_clones > 1: parameter_server (one copy of the '
+                  'variables, gradients summed there) or replicated (a copy '
+                  'per clone, gradients all-reduced; see README).')
 # Fine-tuning (and --ignore_missing_vars, from ClassifierParams).
 flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint (file or directory) to fine-tune from.')
@@ -87,7 +92,8 @@ def check_train_dir(path):
 def build_estimator(dataset, task):
   check_train_dir(F.train_dir)
   deployment = model_deploy.DeploymentConfig(
-      num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu).for_task(task)
+      num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu,
+      variable_update=F.variable_update).for_task(task)
   deployment.check_devices_available()
   params = classifier.ClassifierParams(
       model_name=F.model_name,

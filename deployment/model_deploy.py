@@ -28,9 +28,19 @@ The semantics, shared by TF-Slim style training (`deploy`) and by
     was built (losses, update ops), never a match on scope names, so 12
     clones or an outer name scope select exactly; summaries are kept from
     the first clone only, and per-clone losses are tagged `losses/clone_<i>`.
+
+`variable_update='replicated'` (tf_cnn_benchmarks' name) changes only where
+the weights live and how gradients meet: every clone trains its own copy of
+each trainable variable on its device, the clones' gradients are summed by a
+collective all-reduce (NCCL on GPUs, a ring on CPUs) and each clone applies
+the sum to its copy, so no weight crosses devices. Clone 0's variables keep
+the one-device names and are the ones saved; the copies ('clone_<k>/<name>')
+and their optimizer slots are local variables initialized from clone 0's, so
+checkpoints, moving averages and fine-tuning see one model.
 """
 import collections
 import contextlib
+import itertools
 import re
 
 import tensorflow as tf
@@ -49,18 +59,22 @@ VARIABLE_OP_TYPES = frozenset([
     'MutableHashTableOfTensorsV2', 'MutableDenseHashTable',
     'MutableDenseHashTableV2'])
 
+VARIABLE_UPDATES = ('parameter_server', 'replicated')
+
 _Clone = collections.namedtuple(
-    'Clone', ['outputs', 'scope', 'device', 'weight', 'losses', 'update_ops'])
+    'Clone', ['outputs', 'scope', 'device', 'weight', 'losses', 'update_ops',
+              'copies'])
 
 
 class Clone(_Clone):
-  """A built clone: its outputs, name scope, device, share of the batch, and
-  the losses and update ops it added (None: select them by scope name)."""
+  """A built clone: its outputs, name scope, device, share of the batch, the
+  losses and update ops it added (None: select them by scope name), and, when
+  replicated, its copies of clone 0's variables ({variable.ref(): copy})."""
 
   def __new__(cls, outputs, scope, device, weight=1.0, losses=None,
-              update_ops=None):
+              update_ops=None, copies=None):
     return super().__new__(cls, outputs, scope, device, weight, losses,
-                           update_ops)
+                           update_ops, copies)
 
 
 DeployedModel = collections.namedtuple(
@@ -88,12 +102,17 @@ class DeploymentConfig(object):
     devices: explicit clone devices (overrides num_clones/clone_on_cpu).
     variables_device: a device (or device function) for variables, instead
       of the default (CPU for several clones, the clone's device for one,
-      the parameter servers with num_ps_tasks).
+      the parameter servers with num_ps_tasks; clone 0's device when
+      replicated).
+    variable_update: 'parameter_server' (one copy of the variables, the
+      clones' gradients summed where it lives) or 'replicated' (a copy per
+      clone, gradients all-reduced; several clones, no parameter servers).
   """
 
   def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
                num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
-               ps_job_name='ps', devices=None, variables_device=None):
+               ps_job_name='ps', devices=None, variables_device=None,
+               variable_update='parameter_server'):
     if devices is not None:
       devices = list(devices)
       num_clones = len(devices)
@@ -104,6 +123,16 @@ class DeploymentConfig(object):
     if not 0 <= replica_id < max(num_replicas, 1):
       raise ValueError('replica_id %d outside [0, %d)' % (replica_id,
                                                            num_replicas))
+    if variable_update not in VARIABLE_UPDATES:
+      raise ValueError('variable_update must be one of %s, got %r' %
+                       (', '.join(VARIABLE_UPDATES), variable_update))
+    if variable_update == 'replicated' and num_clones < 2:
+      raise ValueError("variable_update='replicated' needs num_clones > 1, "
+                       'got %d' % num_clones)
+    if variable_update == 'replicated' and num_ps_tasks > 0:
+      raise ValueError("variable_update='replicated' runs without parameter "
+                       'servers, got num_ps_tasks=%d' % num_ps_tasks)
+    self.variable_update = variable_update
     self.num_clones = num_clones
     self.clone_on_cpu = clone_on_cpu
     self.replica_id = replica_id
@@ -126,7 +155,8 @@ class DeploymentConfig(object):
     return DeploymentConfig(
         num_clones=self.num_clones, clone_on_cpu=self.clone_on_cpu,
         devices=self._devices, variables_device=self._variables_device,
-        ps_job_name=self.ps_job_name, **args)
+        ps_job_name=self.ps_job_name, variable_update=self.variable_update,
+        **args)
 
   def clone_device(self, clone_index):
     if not 0 <= clone_index < self.num_clones:
@@ -152,9 +182,13 @@ class DeploymentConfig(object):
           ps_tasks=self.num_ps_tasks, ps_device='/job:%s' % self.ps_job_name,
           worker_device=self.worker_device + '/device:CPU:0',
           ps_strategy=cluster.GreedyBySize(self.num_ps_tasks))
-    if self.num_clones == 1:
+    if self.num_clones == 1 or self.replicated:
       return self.clone_device(0)
     return '/device:CPU:0'
+
+  @property
+  def replicated(self):
+    return self.variable_update == 'replicated'
 
   def inputs_device(self):
     return self.worker_device + '/device:CPU:0'
@@ -268,6 +302,56 @@ class CloneRecord(object):
     self.scope = ''
     self.losses = []
     self.update_ops = []
+    self.copies = None
+
+
+def _read_where_it_lives(variable):
+  """A read of `variable` placed by the variable alone: no device function or
+  colocation of the caller (a copy's device, a slot's colocation with its
+  copy) pins it elsewhere, which TensorFlow's placer would refuse for a
+  resource read."""
+  with tf1.colocate_with(None, ignore_existing=True):
+    return tf.identity(variable.read_value())
+
+
+class _Copies(object):
+  """Clone `clone_index`'s copies of clone 0's trainable variables (the
+  replicated layout): 'clone_<k>/<name>' on the clone's device, local
+  variables (out of checkpoints, TRAINABLE_ and MODEL_VARIABLES) whose
+  initial value is clone 0's current value."""
+
+  def __init__(self, config, clone_index):
+    self.device = config.clone_device(clone_index)
+    self.prefix = 'clone_%d/' % clone_index
+    self.by_original = {}
+
+  def of(self, variable):
+    """The copy of `variable` if it is trainable, else `variable` (shared)."""
+    if not isinstance(variable, tf.Variable):
+      return variable  # partitioned: shared, as in the parameter-server layout
+    key = variable.ref()
+    if key in self.by_original:
+      return self.by_original[key]
+    graph = tf1.get_default_graph()
+    if key not in {v.ref() for v in graph.get_collection(
+        tf1.GraphKeys.TRAINABLE_VARIABLES)}:
+      return variable  # batch-norm statistics: clone 0's updates only
+    initial = _read_where_it_lives(variable)
+    # device(None) drops the deployment's device function, which would send
+    # the copy to the variables device.
+    with tf1.colocate_with(None, ignore_existing=True), tf1.device(None), \
+        tf1.device(self.device), graph.name_scope(''):
+      copy = tf1.Variable(initial, name=self.prefix + variable.op.name,
+                          trainable=False, dtype=variable.dtype.base_dtype,
+                          collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+                          use_resource=True)
+    self.by_original[key] = copy
+    return copy
+
+  def getter(self, getter, *args, **kwargs):
+    """A variable-scope custom getter (called with getter= as a keyword):
+    `get_variable` reuses clone 0's variable, the clone gets its copy."""
+    return self.of(getter(*args, **kwargs))
 
 
 @contextlib.contextmanager
@@ -280,7 +364,7 @@ def _name_scope(name):
     yield scope.rstrip('/')
 
 
-def _shared_variable_creator(tower_scope, clone_index, shared):
+def _shared_variable_creator(tower_scope, clone_index, shared, copies=None):
   """Shares variables that are not made by `get_variable` across clones.
 
   `get_variable` (slim, tf.compat.v1.layers, optimizer slots, moving
@@ -290,7 +374,7 @@ def _shared_variable_creator(tower_scope, clone_index, shared):
   kernel'). So the first clone makes them under the name one device would
   give them (the clone's name scope taken out) and the later clones get the
   first clone's, in creation order (the same model code creates them in the
-  same order).
+  same order), or their `copies` when replicated.
   """
   position = [0]
 
@@ -321,7 +405,7 @@ def _shared_variable_creator(tower_scope, clone_index, shared):
                        "'%s' has %s" % (clone_index, scope, kwargs.get('name'),
                                         shape, variable.op.name,
                                         variable.shape))
-    return variable
+    return copies.of(variable) if copies is not None else variable
 
   return creator
 
@@ -348,6 +432,9 @@ def clone_context(config, clone_index, shared_variables=None):
   the first clone left it and their own update ops are kept out of it, so
   whatever wires UPDATE_OPS into a train op runs the first clone's updates
   only. Their summaries are dropped (the first clone's stand for all).
+
+  Replicated (`config.replicated`), clones after the first use their own
+  copies of the trainable variables (`record.copies`, see `_Copies`).
   """
   graph = tf1.get_default_graph()
   record = CloneRecord()
@@ -367,13 +454,18 @@ def clone_context(config, clone_index, shared_variables=None):
         updates, record.update_ops)
   root = tf1.get_variable_scope()
   reuse = True if clone_index > 0 else root.reuse
+  copies = None
+  if config.replicated and clone_index > 0:
+    copies = _Copies(config, clone_index)
+    record.copies = copies.by_original
   try:
-    with tf1.variable_scope(root, reuse=reuse, auxiliary_name_scope=False):
+    with tf1.variable_scope(root, reuse=reuse, auxiliary_name_scope=False,
+                            custom_getter=copies and copies.getter):
       with _name_scope(config.clone_scope(clone_index)) as scope:
         record.scope = scope
         creator = _shared_variable_creator(
             scope if config.num_clones > 1 else '', clone_index,
-            shared_variables if shared_variables is not None else [])
+            shared_variables if shared_variables is not None else [], copies)
         with tf1.device(config.device_function(clone_index)), \
             tf1.variable_creator_scope(creator):
           yield record
@@ -405,7 +497,8 @@ def create_clones(config, model_fn, args=None, kwargs=None,
       clone_args, clone_kwargs = pieces[i]
       outputs = model_fn(*clone_args, **clone_kwargs)
     clones.append(Clone(outputs, record.scope, config.clone_device(i),
-                        weights[i], record.losses, record.update_ops))
+                        weights[i], record.losses, record.update_ops,
+                        record.copies))
   return clones
 
 
@@ -506,23 +599,119 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
 
   Returns (total_loss, grads_and_vars): total_loss is the share-weighted mean
   of the clone losses plus the regularization losses (added once).
-  kwargs go to `optimizer.compute_gradients` (e.g. var_list).
+  kwargs go to `optimizer.compute_gradients` (e.g. var_list). Replicated
+  clones (built with copies) get all-reduced gradients instead: the pairs of
+  every clone, clone 0's first, for one `apply_gradients` under
+  `replica_slots(clones)` (as `build_train_op` does).
   """
   if regularization_losses is None:
     regularization_losses = tf1.losses.get_regularization_losses()
+  replicated = any(clone.copies is not None for clone in clones)
+  if replicated:
+    originals = kwargs.pop('var_list', None)
+    if originals is None:
+      originals = (tf1.trainable_variables() + tf1.get_collection(
+          tf1.GraphKeys.TRAINABLE_RESOURCE_VARIABLES))
   losses, clone_grads = [], []
   for i, clone in enumerate(clones):
     loss, _ = _clone_loss(clone, i, regularization_losses if i == 0 else None)
-    if loss is None:
+    if loss is None and not replicated:
       continue
+    if replicated:
+      # Every clone joins every all-reduce, with zeros if it has no loss.
+      kwargs['var_list'] = [(clone.copies or {}).get(v.ref(), v)
+                            for v in originals]
     with _absolute_name_scope(clone.scope), tf.device(clone.device):
-      clone_grads.append(optimizer.compute_gradients(loss, **kwargs))
-    losses.append(loss)
+      clone_grads.append(optimizer.compute_gradients(
+          loss if loss is not None else tf.constant(0.0), **kwargs))
+    if loss is not None:
+      losses.append(loss)
   if not losses:
     raise ValueError('the model_fn added no loss (tf.compat.v1.losses.*) and '
                      'there are no regularization losses')
   total_loss = tf.add_n(losses, name='total_loss')
+  if replicated:
+    return total_loss, all_reduce_gradients(clones, clone_grads)
   return total_loss, combine_gradients(clone_grads)
+
+
+_collective_keys = itertools.count(1)  # process-wide: no two groups collide
+
+
+def all_reduce_gradients(clones, clone_grads):
+  """Sums the clones' gradients of each variable with a collective
+  all-reduce; every clone receives the sum for its own variable.
+
+  `clone_grads[i]` is clone i's (gradient, variable) list, in one order for
+  all clones. Returns every clone's (summed gradient, variable) pairs,
+  clone 0's first, without repeating a variable two clones share. Sparse
+  gradients are made dense (collectives take dense tensors). Each device
+  launches its all-reduces in one order, each after the previous one (last
+  variable first, roughly the order backprop yields them), so the clones
+  never wait on each other in different orders (NCCL needs it).
+  """
+  num_clones = len(clones)
+  group_key = next(_collective_keys)
+  reduced = [[None] * len(grads) for grads in clone_grads]
+  previous = [[] for _ in clones]
+  for j in reversed(range(len(clone_grads[0]))):
+    column = [grads[j] for grads in clone_grads]
+    if all(grad is None for grad, _ in column):
+      continue
+    instance_key = next(_collective_keys)
+    for i, (grad, var) in enumerate(column):
+      device = tf.DeviceSpec.from_string(clones[i].device or '')
+      with tf1.name_scope('%sall_reduce/%s' % (
+          clones[i].scope + '/' if clones[i].scope else '', var.op.name)), \
+          tf.device(clones[i].device), tf.control_dependencies(previous[i]):
+        grad = (tf.zeros_like(var) if grad is None
+                else tf.convert_to_tensor(grad))
+        total = tf.raw_ops.CollectiveReduceV2(
+            input=grad, group_size=num_clones, group_key=group_key,
+            instance_key=instance_key, ordering_token=[], merge_op='Add',
+            final_op='Id',
+            communication_hint='nccl' if device.device_type == 'GPU'
+            else 'auto')
+      reduced[i][j] = (total, var)
+      previous[i] = [total]
+  pairs, seen = [], set()
+  for clone_pairs in reduced:
+    for pair in clone_pairs:
+      if pair is not None and pair[1].ref() not in seen:
+        seen.add(pair[1].ref())
+        pairs.append(pair)
+  return pairs
+
+
+@contextlib.contextmanager
+def replica_slots(clones):
+  """Optimizer slots made in this block for the clones' copies (named after
+  them: 'clone_1/w/Momentum') are local variables initialized from clone
+  0's slot ('w/Momentum', created first by the same apply_gradients), so a
+  checkpoint holds one model's slots and a restore re-syncs the copies'."""
+  renames = [(copy.op.name + '/', original.op.name + '/')
+             for clone in clones if clone.copies
+             for original, copy in ((ref.deref(), c)
+                                    for ref, c in clone.copies.items())]
+  graph = tf1.get_default_graph()
+
+  def creator(next_creator, **kwargs):
+    name = (kwargs.get('name') or '').rstrip('/')
+    for prefix, original_prefix in renames:
+      if name.startswith(prefix):
+        original_name = original_prefix + name[len(prefix):]
+        originals = [v for v in graph.get_collection(
+            tf1.GraphKeys.GLOBAL_VARIABLES) if v.op.name == original_name]
+        if not originals:
+          raise ValueError("slot '%s' of a replicated copy has no "
+                           "counterpart '%s'" % (name, original_name))
+        kwargs['initial_value'] = _read_where_it_lives(originals[0])
+        kwargs['collections'] = [tf1.GraphKeys.LOCAL_VARIABLES]
+        break
+    return next_creator(**kwargs)
+
+  with tf1.variable_creator_scope(creator):
+    yield
 
 
 def build_train_op(config, clones, optimizer, global_step=None,
@@ -530,7 +719,7 @@ def build_train_op(config, clones, optimizer, global_step=None,
                    moving_averages=None, moving_average_variables=None):
   """The train op of built clones: TF-Slim's steps after create_clones.
 
-  One apply of the combined gradients (on the optimizer's device), the first
+  One apply of the combined (or, replicated, all-reduced) gradients, the first
   clone's batch-norm updates (UPDATE_OPS), then, with `moving_averages` (an
   ExponentialMovingAverage), their update from the applied values, of
   `moving_average_variables` (default: the model variables, as TF-Slim).
@@ -545,11 +734,17 @@ def build_train_op(config, clones, optimizer, global_step=None,
     total_loss, grads_and_vars = optimize_clones(clones, optimizer,
                                                  var_list=var_list)
     if summarize_gradients:
+      copies = {c.ref() for clone in clones for c in
+                (clone.copies or {}).values()}
       for grad, var in grads_and_vars:
-        tf1.summary.histogram(var.op.name + '/gradient',
-                              tf.convert_to_tensor(grad))
-    apply_op = optimizer.apply_gradients(grads_and_vars,
-                                         global_step=global_step)
+        if var.ref() not in copies:
+          tf1.summary.histogram(var.op.name + '/gradient',
+                                tf.convert_to_tensor(grad))
+    # One call for all clones' pairs when replicated: non-slot state (Adam's
+    # beta powers, the global step) advances once per step.
+    with replica_slots(clones):
+      apply_op = optimizer.apply_gradients(grads_and_vars,
+                                           global_step=global_step)
     update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
     with tf.control_dependencies(update_ops + [apply_op]):
       train_op = tf.identity(total_loss, name='train_op')
