@@ -176,8 +176,9 @@ def towers(inputs, *branches, axis=3):
   return tf.concat(axis=axis, values=outputs)
 
 
-def module(end_point, inputs, *branches, axis=3):
-  """`towers` in the variable scope `end_point` (Inception v1-v3's Mixed_*)."""
+def mixed(end_point, inputs, *branches, axis=3):
+  """An Inception module (`towers`) in the variable scope `end_point`, as
+  Inception v1-v3 build their Mixed_* stages."""
   with tf.compat.v1.variable_scope(end_point):
     return towers(inputs, *branches, axis=axis)
 

@@ -44,7 +44,7 @@ max_pool = inception_utils.max_pool
 def _inception_module(net, end_point, depth):
   d1x1, d3x3_reduce, d3x3, d5x5_reduce, d5x5, dpool = (
       depth(d) for d in MODULE_DEPTHS[end_point])
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(d1x1, [1, 1], 'Conv2d_0a_1x1')],
       [conv(d3x3_reduce, [1, 1], 'Conv2d_0a_1x1'),

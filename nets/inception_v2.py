@@ -55,7 +55,7 @@ def _inception_module(net, end_point, depth, concat_axis):
   d1x1, d3x3_reduce, d3x3, dbl_reduce, dbl, dpool = (depth(d) for d in depths)
   pooling = (max_pool([3, 3], 'MaxPool_0a_3x3') if pool == 'max'
              else avg_pool([3, 3], 'AvgPool_0a_3x3'))
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(d1x1, [1, 1], 'Conv2d_0a_1x1')],
       [conv(d3x3_reduce, [1, 1], 'Conv2d_0a_1x1',
@@ -73,7 +73,7 @@ def _inception_module(net, end_point, depth, concat_axis):
 def _reduction_module(net, end_point, depth, concat_axis):
   d3x3_reduce, d3x3, dbl_reduce, dbl = (
       depth(d) for d in _REDUCTIONS[end_point])
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(d3x3_reduce, [1, 1], 'Conv2d_0a_1x1',
             weights_initializer=trunc_normal(0.09)),

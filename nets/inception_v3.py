@@ -53,7 +53,7 @@ def _thinned_conv(depth):
 def _module_35(net, end_point, depth):
   pool_depth, (reduce_scope, conv_scope) = _MODULES_35[end_point]
   conv = _thinned_conv(depth)
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(64, [1, 1], 'Conv2d_0a_1x1')],
       [conv(48, [1, 1], reduce_scope), conv(64, [5, 5], conv_scope)],
@@ -65,7 +65,7 @@ def _module_35(net, end_point, depth):
 
 def _reduction_35_to_17(net, end_point, depth):
   conv = _thinned_conv(depth)
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(384, [3, 3], 'Conv2d_1a_1x1', stride=2, padding='VALID')],
       [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
@@ -76,7 +76,7 @@ def _reduction_35_to_17(net, end_point, depth):
 def _module_17(net, end_point, depth):
   inner = _MODULES_17[end_point]
   conv = _thinned_conv(depth)
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(192, [1, 1], 'Conv2d_0a_1x1')],
       [conv(inner, [1, 1], 'Conv2d_0a_1x1'),
@@ -92,7 +92,7 @@ def _module_17(net, end_point, depth):
 
 def _reduction_17_to_8(net, end_point, depth):
   conv = _thinned_conv(depth)
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(192, [1, 1], 'Conv2d_0a_1x1'),
        conv(320, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
@@ -105,7 +105,7 @@ def _reduction_17_to_8(net, end_point, depth):
 
 def _module_8(net, end_point, depth):
   conv = _thinned_conv(depth)
-  return inception_utils.module(
+  return inception_utils.mixed(
       end_point, net,
       [conv(320, [1, 1], 'Conv2d_0a_1x1')],
       [conv(384, [1, 1], 'Conv2d_0a_1x1'),
