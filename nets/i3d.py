@@ -62,9 +62,4 @@ def i3d(inputs,
 i3d.default_image_size = 224
 i3d.num_frames = 64
 
-# No published TF-Slim checkpoint: 1000 classes is TF-Slim's default.
-register_network('i3d', i3d, i3d_arg_scope,
-                 default_image_size=i3d.default_image_size,
-                 num_classes=1000, preprocessing_name='inception',
-                 logits_scopes=('InceptionV1/Logits',),
-                 num_frames=i3d.num_frames)
+register_network('i3d', i3d, i3d_arg_scope, **i3d_utils.registration(i3d))

@@ -1,6 +1,10 @@
 """What the Inception family (v1-v4, Inception-ResNet-v2, S3D-G) shares: the
-arg_scope, the initializer of its hand-initialised layers, small-input kernels
-and the staged builder. A helper: it registers no network."""
+arg_scope, the initializer of its hand-initialised layers, small-input kernels,
+the staged builder, modules as tables of towers and the classifier head (which
+MobileNet v1 and the video networks reuse). A helper: it registers no
+network."""
+import collections
+
 import tensorflow as tf
 import tf_slim as slim
 
@@ -42,6 +46,15 @@ def inception_arg_scope(weight_decay=0.00004,
         normalizer_fn=normalizer_fn,
         normalizer_params=normalizer_params) as sc:
       return sc
+
+
+def thinned_depth(depth_multiplier, min_depth):
+  """depth(d): the channels of a layer that has d in the published network,
+  times `depth_multiplier` but at least `min_depth`. Raises ValueError for a
+  depth_multiplier <= 0 (TF-Slim's message)."""
+  if depth_multiplier <= 0:
+    raise ValueError('depth_multiplier is not greater than zero.')
+  return lambda d: max(int(d * depth_multiplier), min_depth)
 
 
 def reduced_kernel_size_for_small_input(input_tensor, kernel_size,
@@ -87,9 +100,16 @@ def aux_logits(net, num_classes, pool_scope, conv_scope, logits_scope):
 def logits_conv(net, num_classes, spatial_squeeze, scope, data_format='NHWC'):
   """The classifier of Inception v1-v3: a linear 1x1 convolution of the pooled
   features; logits are channels-last whatever the layout, [batch,
-  num_classes] with `spatial_squeeze`."""
-  logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                       normalizer_fn=None, scope=scope)
+  num_classes] with `spatial_squeeze`. On clips (5-D, channels-last, as the
+  video heads pool them) the 1x1x1 convolution's logits are averaged over
+  time."""
+  if net.get_shape().ndims == 5:
+    logits = slim.conv3d(net, num_classes, [1, 1, 1], activation_fn=None,
+                         normalizer_fn=None, data_format='NDHWC', scope=scope)
+    logits = tf.reduce_mean(logits, axis=1)
+  else:
+    logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
+                         normalizer_fn=None, scope=scope)
   if data_format == 'NCHW':
     logits = tf.transpose(logits, [0, 2, 3, 1])
   if spatial_squeeze:
@@ -142,10 +162,10 @@ def split(*layers):
   return lambda net: tf.concat(axis=3, values=[layer(net) for layer in layers])
 
 
-def towers(inputs, *branches):
+def towers(inputs, *branches, axis=3):
   """An Inception module: each branch, a list of layers applied in order to
   `inputs` in scope 'Branch_<i>', then the branches concatenated on
-  channels (NHWC)."""
+  channels (`axis`: 3 for NHWC, 1 for NCHW)."""
   outputs = []
   for i, layers in enumerate(branches):
     with tf.compat.v1.variable_scope('Branch_%d' % i):
@@ -153,4 +173,77 @@ def towers(inputs, *branches):
       for layer in layers:
         net = layer(net)
       outputs.append(net)
-  return tf.concat(axis=3, values=outputs)
+  return tf.concat(axis=axis, values=outputs)
+
+
+def mixed(end_point, inputs, *branches, axis=3):
+  """An Inception module (`towers`) in the variable scope `end_point`, as
+  Inception v1-v3 build their Mixed_* stages."""
+  with tf.compat.v1.variable_scope(end_point):
+    return towers(inputs, *branches, axis=axis)
+
+
+# -- The classifier head: pool, dropout, linear 1x1 convolution ---------------
+# What a network names and sizes differently in that head; the defaults are
+# Inception v2/v3's. pool_size: the average pool's kernel at the default image
+# size; pool_scope: its scope, '{}x{}' filled with the kernel used;
+# shrink_pool: clip the kernel to smaller maps (else it is fixed); pool_args:
+# stride/padding as the network passes them (read, never changed);
+# pre_logits: whether the dropout's output is end point 'PreLogits';
+# predictions_in_logits: whether 'Predictions' is built in scope 'Logits'.
+Head = collections.namedtuple(
+    'Head', ['pool_size', 'pool_scope', 'pool_end_point', 'shrink_pool',
+             'pool_args', 'dropout_scope', 'logits_scope', 'pre_logits',
+             'predictions_in_logits'],
+    defaults=('AvgPool_1a_{}x{}', 'AvgPool_1a', True, {'padding': 'VALID'},
+              'Dropout_1b', 'Conv2d_1c_1x1', True, False))
+
+
+def dropout_logits(net, end_points, num_classes, dropout_keep_prob,
+                   spatial_squeeze, head, data_format='NHWC'):
+  """Dropout then `logits_conv` on pooled features (end points 'PreLogits' if
+  `head.pre_logits`, and 'Logits'), in the current scope."""
+  net = slim.dropout(net, dropout_keep_prob, scope=head.dropout_scope)
+  if head.pre_logits:
+    end_points['PreLogits'] = net
+  logits = logits_conv(net, num_classes, spatial_squeeze, head.logits_scope,
+                       data_format)
+  end_points['Logits'] = logits
+  return logits
+
+
+def classifier_head(net, end_points, num_classes, head, dropout_keep_prob,
+                    prediction_fn, spatial_squeeze, global_pool=False,
+                    data_format='NHWC'):
+  """TF-Slim's image classifier (Inception v1-v3, MobileNet v1) on `net`.
+
+  In scope 'Logits': an average pool (`head`'s, or over the whole map with
+  `global_pool`: end point 'global_pool'), then, unless `num_classes` is 0 or
+  None (the pooled features are returned instead of logits), dropout and a
+  linear 1x1 convolution; 'Predictions' = prediction_fn(logits) if given.
+  Returns (logits, end_points).
+  """
+  with tf.compat.v1.variable_scope('Logits'):
+    if global_pool:
+      spatial_axes = [1, 2] if data_format == 'NHWC' else [2, 3]
+      net = tf.reduce_mean(net, spatial_axes, keepdims=True,
+                           name='global_pool')
+      end_points['global_pool'] = net
+    else:
+      kernel_size = head.pool_size
+      if head.shrink_pool:
+        kernel_size = reduced_kernel_size_for_small_input(net, kernel_size,
+                                                          data_format)
+      net = slim.avg_pool2d(net, kernel_size,
+                            scope=head.pool_scope.format(*kernel_size),
+                            **head.pool_args)
+      end_points[head.pool_end_point] = net
+    if not num_classes:
+      return net, end_points
+    logits = dropout_logits(net, end_points, num_classes, dropout_keep_prob,
+                            spatial_squeeze, head, data_format)
+    if head.predictions_in_logits and prediction_fn:
+      end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
+  if not head.predictions_in_logits and prediction_fn:
+    end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
+  return logits, end_points

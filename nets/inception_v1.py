@@ -37,24 +37,30 @@ MODULE_DEPTHS = {
 _BRANCH_2_3X3_SCOPE = {'Mixed_5b': 'Conv2d_0a_3x3'}
 
 
+conv = inception_utils.conv
+max_pool = inception_utils.max_pool
+
+
 def _inception_module(net, end_point, depth):
   d1x1, d3x3_reduce, d3x3, d5x5_reduce, d5x5, dpool = (
       depth(d) for d in MODULE_DEPTHS[end_point])
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, d1x1, [1, 1], scope='Conv2d_0a_1x1')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, d3x3_reduce, [1, 1], scope='Conv2d_0a_1x1')
-      branch_1 = slim.conv2d(branch_1, d3x3, [3, 3], scope='Conv2d_0b_3x3')
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.conv2d(net, d5x5_reduce, [1, 1], scope='Conv2d_0a_1x1')
-      branch_2 = slim.conv2d(
-          branch_2, d5x5, [3, 3],
-          scope=_BRANCH_2_3X3_SCOPE.get(end_point, 'Conv2d_0b_3x3'))
-    with tf1.variable_scope('Branch_3'):
-      branch_3 = slim.max_pool2d(net, [3, 3], scope='MaxPool_0a_3x3')
-      branch_3 = slim.conv2d(branch_3, dpool, [1, 1], scope='Conv2d_0b_1x1')
-    return tf.concat(axis=3, values=[branch_0, branch_1, branch_2, branch_3])
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(d1x1, [1, 1], 'Conv2d_0a_1x1')],
+      [conv(d3x3_reduce, [1, 1], 'Conv2d_0a_1x1'),
+       conv(d3x3, [3, 3], 'Conv2d_0b_3x3')],
+      [conv(d5x5_reduce, [1, 1], 'Conv2d_0a_1x1'),
+       conv(d5x5, [3, 3],
+            _BRANCH_2_3X3_SCOPE.get(end_point, 'Conv2d_0b_3x3'))],
+      [max_pool([3, 3], 'MaxPool_0a_3x3'), conv(dpool, [1, 1], 'Conv2d_0b_1x1')])
+
+
+# The classifier's names in the published checkpoint (I3D and S3D-G, inflated
+# from it, keep them); its 7x7 pool fits the 224x224 input only.
+HEAD = inception_utils.Head(
+    [7, 7], pool_scope='AvgPool_0a_7x7', pool_end_point='AvgPool_0a_7x7',
+    shrink_pool=False, pool_args={'stride': 1}, dropout_scope='Dropout_0b',
+    logits_scope='Conv2d_0c_1x1', pre_logits=False, predictions_in_logits=True)
 
 
 def inception_v1_base(inputs,
@@ -87,11 +93,7 @@ def inception_v1_base(inputs,
   Raises:
     ValueError: for an unknown final_endpoint or depth_multiplier <= 0.
   """
-  if depth_multiplier <= 0:
-    raise ValueError('depth_multiplier is not greater than zero.')
-
-  def depth(d):
-    return max(int(d * depth_multiplier), min_depth)
+  depth = inception_utils.thinned_depth(depth_multiplier, min_depth)
 
   stages = []
   if include_root_block:
@@ -170,21 +172,9 @@ def inception_v1(inputs,
     with slim.arg_scope([slim.batch_norm, slim.dropout],
                         is_training=is_training):
       net, end_points = inception_v1_base(inputs, scope=scope)
-      with tf1.variable_scope('Logits'):
-        if global_pool:
-          net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
-          end_points['global_pool'] = net
-        else:
-          net = slim.avg_pool2d(net, [7, 7], stride=1, scope='AvgPool_0a_7x7')
-          end_points['AvgPool_0a_7x7'] = net
-        if not num_classes:
-          return net, end_points
-        net = slim.dropout(net, dropout_keep_prob, scope='Dropout_0b')
-        logits = inception_utils.logits_conv(net, num_classes, spatial_squeeze,
-                                             'Conv2d_0c_1x1')
-        end_points['Logits'] = logits
-        end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
-  return logits, end_points
+      return inception_utils.classifier_head(
+          net, end_points, num_classes, HEAD, dropout_keep_prob,
+          prediction_fn, spatial_squeeze, global_pool)
 
 
 inception_v1.default_image_size = 224

@@ -45,55 +45,49 @@ _REDUCTIONS = {
 }
 
 
+conv = inception_utils.conv
+avg_pool = inception_utils.avg_pool
+max_pool = inception_utils.max_pool
+
+
 def _inception_module(net, end_point, depth, concat_axis):
   depths, pool = _MODULES[end_point]
   d1x1, d3x3_reduce, d3x3, dbl_reduce, dbl, dpool = (depth(d) for d in depths)
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, d1x1, [1, 1], scope='Conv2d_0a_1x1')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, d3x3_reduce, [1, 1],
-                             weights_initializer=trunc_normal(0.09),
-                             scope='Conv2d_0a_1x1')
-      branch_1 = slim.conv2d(branch_1, d3x3, [3, 3], scope='Conv2d_0b_3x3')
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.conv2d(net, dbl_reduce, [1, 1],
-                             weights_initializer=trunc_normal(0.09),
-                             scope='Conv2d_0a_1x1')
-      branch_2 = slim.conv2d(branch_2, dbl, [3, 3], scope='Conv2d_0b_3x3')
-      branch_2 = slim.conv2d(branch_2, dbl, [3, 3], scope='Conv2d_0c_3x3')
-    with tf1.variable_scope('Branch_3'):
-      if pool == 'max':
-        branch_3 = slim.max_pool2d(net, [3, 3], scope='MaxPool_0a_3x3')
-      else:
-        branch_3 = slim.avg_pool2d(net, [3, 3], scope='AvgPool_0a_3x3')
-      branch_3 = slim.conv2d(branch_3, dpool, [1, 1],
-                             weights_initializer=trunc_normal(0.1),
-                             scope='Conv2d_0b_1x1')
-    return tf.concat(axis=concat_axis,
-                     values=[branch_0, branch_1, branch_2, branch_3])
+  pooling = (max_pool([3, 3], 'MaxPool_0a_3x3') if pool == 'max'
+             else avg_pool([3, 3], 'AvgPool_0a_3x3'))
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(d1x1, [1, 1], 'Conv2d_0a_1x1')],
+      [conv(d3x3_reduce, [1, 1], 'Conv2d_0a_1x1',
+            weights_initializer=trunc_normal(0.09)),
+       conv(d3x3, [3, 3], 'Conv2d_0b_3x3')],
+      [conv(dbl_reduce, [1, 1], 'Conv2d_0a_1x1',
+            weights_initializer=trunc_normal(0.09)),
+       conv(dbl, [3, 3], 'Conv2d_0b_3x3'),
+       conv(dbl, [3, 3], 'Conv2d_0c_3x3')],
+      [pooling, conv(dpool, [1, 1], 'Conv2d_0b_1x1',
+                     weights_initializer=trunc_normal(0.1))],
+      axis=concat_axis)
 
 
 def _reduction_module(net, end_point, depth, concat_axis):
   d3x3_reduce, d3x3, dbl_reduce, dbl = (
       depth(d) for d in _REDUCTIONS[end_point])
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, d3x3_reduce, [1, 1],
-                             weights_initializer=trunc_normal(0.09),
-                             scope='Conv2d_0a_1x1')
-      branch_0 = slim.conv2d(branch_0, d3x3, [3, 3], stride=2,
-                             scope='Conv2d_1a_3x3')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, dbl_reduce, [1, 1],
-                             weights_initializer=trunc_normal(0.09),
-                             scope='Conv2d_0a_1x1')
-      branch_1 = slim.conv2d(branch_1, dbl, [3, 3], scope='Conv2d_0b_3x3')
-      branch_1 = slim.conv2d(branch_1, dbl, [3, 3], stride=2,
-                             scope='Conv2d_1a_3x3')
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.max_pool2d(net, [3, 3], stride=2, scope='MaxPool_1a_3x3')
-    return tf.concat(axis=concat_axis, values=[branch_0, branch_1, branch_2])
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(d3x3_reduce, [1, 1], 'Conv2d_0a_1x1',
+            weights_initializer=trunc_normal(0.09)),
+       conv(d3x3, [3, 3], 'Conv2d_1a_3x3', stride=2)],
+      [conv(dbl_reduce, [1, 1], 'Conv2d_0a_1x1',
+            weights_initializer=trunc_normal(0.09)),
+       conv(dbl, [3, 3], 'Conv2d_0b_3x3'),
+       conv(dbl, [3, 3], 'Conv2d_1a_3x3', stride=2)],
+      [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2)],
+      axis=concat_axis)
+
+
+# The classifier's names in the published checkpoint.
+HEAD = inception_utils.Head([7, 7])
 
 
 def inception_v2_base(inputs,
@@ -133,8 +127,7 @@ def inception_v2_base(inputs,
     ValueError: for an unknown final_endpoint or data_format, a
       depth_multiplier <= 0, or NCHW with a separable first convolution.
   """
-  if depth_multiplier <= 0:
-    raise ValueError('depth_multiplier is not greater than zero.')
+  depth = inception_utils.thinned_depth(depth_multiplier, min_depth)
   if data_format not in ('NHWC', 'NCHW'):
     raise ValueError("data_format must be 'NHWC' or 'NCHW', not %r"
                      % (data_format,))
@@ -143,9 +136,6 @@ def inception_v2_base(inputs,
         'separable convolution only supports NHWC layout. NCHW data format '
         'can only be used when use_separable_conv is False.')
   concat_axis = 3 if data_format == 'NHWC' else 1
-
-  def depth(d):
-    return max(int(d * depth_multiplier), min_depth)
 
   def first_conv(net, name):
     if use_separable_conv:
@@ -224,10 +214,7 @@ def inception_v2(inputs,
     is_training: whether batch norm and dropout run in training mode.
     dropout_keep_prob: fraction of activations kept by the dropout before the
       classifier.
-    min_depth: minimum number of channels of every convolution; only binds
-      when depth_multiplier < 1.
-    depth_multiplier: multiplier (> 0) of the number of channels of every
-      convolution.
+    min_depth, depth_multiplier: see `inception_v2_base`.
     prediction_fn: maps logits to predictions (end point 'Predictions').
     spatial_squeeze: if True, logits are [batch, num_classes], otherwise
       [batch, 1, 1, num_classes] (channels-last for either data_format).
@@ -248,8 +235,6 @@ def inception_v2(inputs,
   """
   if depth_multiplier <= 0:
     raise ValueError('depth_multiplier is not greater than zero.')
-  spatial_axes = [1, 2] if data_format == 'NHWC' else [2, 3]
-
   with tf1.variable_scope(scope, 'InceptionV2', [inputs], reuse=reuse) as scope:
     with slim.arg_scope([slim.batch_norm, slim.dropout],
                         is_training=is_training):
@@ -259,27 +244,9 @@ def inception_v2(inputs,
           use_separable_conv=use_separable_conv, data_format=data_format)
       with slim.arg_scope([slim.conv2d, slim.avg_pool2d],
                           data_format=data_format):
-        with tf1.variable_scope('Logits'):
-          if global_pool:
-            net = tf.reduce_mean(net, spatial_axes, keepdims=True,
-                                 name='global_pool')
-            end_points['global_pool'] = net
-          else:
-            kernel_size = _reduced_kernel_size_for_small_input(
-                net, [7, 7], data_format)
-            net = slim.avg_pool2d(net, kernel_size, padding='VALID',
-                                  scope='AvgPool_1a_{}x{}'.format(*kernel_size))
-            end_points['AvgPool_1a'] = net
-          if not num_classes:
-            return net, end_points
-          net = slim.dropout(net, keep_prob=dropout_keep_prob,
-                             scope='Dropout_1b')
-          end_points['PreLogits'] = net
-          logits = inception_utils.logits_conv(
-              net, num_classes, spatial_squeeze, 'Conv2d_1c_1x1', data_format)
-        end_points['Logits'] = logits
-        end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
-  return logits, end_points
+        return inception_utils.classifier_head(
+            net, end_points, num_classes, HEAD, dropout_keep_prob,
+            prediction_fn, spatial_squeeze, global_pool, data_format)
 
 
 inception_v2.default_image_size = 224

@@ -39,107 +39,86 @@ _MODULES_17 = {'Mixed_6b': 128, 'Mixed_6c': 160, 'Mixed_6d': 160,
 _MODULES_8 = {'Mixed_7b': 'Conv2d_0b_3x1', 'Mixed_7c': 'Conv2d_0c_3x1'}
 
 
+avg_pool = inception_utils.avg_pool
+max_pool = inception_utils.max_pool
+split = inception_utils.split
+
+
+def _thinned_conv(depth):
+  """inception_utils.conv with its depth passed through `depth`."""
+  return lambda d, kernel_size, scope, **kwargs: inception_utils.conv(
+      depth(d), kernel_size, scope, **kwargs)
+
+
 def _module_35(net, end_point, depth):
   pool_depth, (reduce_scope, conv_scope) = _MODULES_35[end_point]
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, depth(64), [1, 1], scope='Conv2d_0a_1x1')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, depth(48), [1, 1], scope=reduce_scope)
-      branch_1 = slim.conv2d(branch_1, depth(64), [5, 5], scope=conv_scope)
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.conv2d(net, depth(64), [1, 1], scope='Conv2d_0a_1x1')
-      branch_2 = slim.conv2d(branch_2, depth(96), [3, 3], scope='Conv2d_0b_3x3')
-      branch_2 = slim.conv2d(branch_2, depth(96), [3, 3], scope='Conv2d_0c_3x3')
-    with tf1.variable_scope('Branch_3'):
-      branch_3 = slim.avg_pool2d(net, [3, 3], scope='AvgPool_0a_3x3')
-      branch_3 = slim.conv2d(branch_3, depth(pool_depth), [1, 1],
-                             scope='Conv2d_0b_1x1')
-    return tf.concat(axis=3, values=[branch_0, branch_1, branch_2, branch_3])
+  conv = _thinned_conv(depth)
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(64, [1, 1], 'Conv2d_0a_1x1')],
+      [conv(48, [1, 1], reduce_scope), conv(64, [5, 5], conv_scope)],
+      [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
+       conv(96, [3, 3], 'Conv2d_0c_3x3')],
+      [avg_pool([3, 3], 'AvgPool_0a_3x3'),
+       conv(pool_depth, [1, 1], 'Conv2d_0b_1x1')])
 
 
 def _reduction_35_to_17(net, end_point, depth):
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, depth(384), [3, 3], stride=2,
-                             padding='VALID', scope='Conv2d_1a_1x1')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, depth(64), [1, 1], scope='Conv2d_0a_1x1')
-      branch_1 = slim.conv2d(branch_1, depth(96), [3, 3], scope='Conv2d_0b_3x3')
-      branch_1 = slim.conv2d(branch_1, depth(96), [3, 3], stride=2,
-                             padding='VALID', scope='Conv2d_1a_1x1')
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.max_pool2d(net, [3, 3], stride=2, padding='VALID',
-                                 scope='MaxPool_1a_3x3')
-    return tf.concat(axis=3, values=[branch_0, branch_1, branch_2])
+  conv = _thinned_conv(depth)
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(384, [3, 3], 'Conv2d_1a_1x1', stride=2, padding='VALID')],
+      [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
+       conv(96, [3, 3], 'Conv2d_1a_1x1', stride=2, padding='VALID')],
+      [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
 def _module_17(net, end_point, depth):
-  inner = depth(_MODULES_17[end_point])
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, depth(192), [1, 1], scope='Conv2d_0a_1x1')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, inner, [1, 1], scope='Conv2d_0a_1x1')
-      branch_1 = slim.conv2d(branch_1, inner, [1, 7], scope='Conv2d_0b_1x7')
-      branch_1 = slim.conv2d(branch_1, depth(192), [7, 1],
-                             scope='Conv2d_0c_7x1')
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.conv2d(net, inner, [1, 1], scope='Conv2d_0a_1x1')
-      branch_2 = slim.conv2d(branch_2, inner, [7, 1], scope='Conv2d_0b_7x1')
-      branch_2 = slim.conv2d(branch_2, inner, [1, 7], scope='Conv2d_0c_1x7')
-      branch_2 = slim.conv2d(branch_2, inner, [7, 1], scope='Conv2d_0d_7x1')
-      branch_2 = slim.conv2d(branch_2, depth(192), [1, 7],
-                             scope='Conv2d_0e_1x7')
-    with tf1.variable_scope('Branch_3'):
-      branch_3 = slim.avg_pool2d(net, [3, 3], scope='AvgPool_0a_3x3')
-      branch_3 = slim.conv2d(branch_3, depth(192), [1, 1],
-                             scope='Conv2d_0b_1x1')
-    return tf.concat(axis=3, values=[branch_0, branch_1, branch_2, branch_3])
+  inner = _MODULES_17[end_point]
+  conv = _thinned_conv(depth)
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(192, [1, 1], 'Conv2d_0a_1x1')],
+      [conv(inner, [1, 1], 'Conv2d_0a_1x1'),
+       conv(inner, [1, 7], 'Conv2d_0b_1x7'),
+       conv(192, [7, 1], 'Conv2d_0c_7x1')],
+      [conv(inner, [1, 1], 'Conv2d_0a_1x1'),
+       conv(inner, [7, 1], 'Conv2d_0b_7x1'),
+       conv(inner, [1, 7], 'Conv2d_0c_1x7'),
+       conv(inner, [7, 1], 'Conv2d_0d_7x1'),
+       conv(192, [1, 7], 'Conv2d_0e_1x7')],
+      [avg_pool([3, 3], 'AvgPool_0a_3x3'), conv(192, [1, 1], 'Conv2d_0b_1x1')])
 
 
 def _reduction_17_to_8(net, end_point, depth):
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, depth(192), [1, 1], scope='Conv2d_0a_1x1')
-      branch_0 = slim.conv2d(branch_0, depth(320), [3, 3], stride=2,
-                             padding='VALID', scope='Conv2d_1a_3x3')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, depth(192), [1, 1], scope='Conv2d_0a_1x1')
-      branch_1 = slim.conv2d(branch_1, depth(192), [1, 7],
-                             scope='Conv2d_0b_1x7')
-      branch_1 = slim.conv2d(branch_1, depth(192), [7, 1],
-                             scope='Conv2d_0c_7x1')
-      branch_1 = slim.conv2d(branch_1, depth(192), [3, 3], stride=2,
-                             padding='VALID', scope='Conv2d_1a_3x3')
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.max_pool2d(net, [3, 3], stride=2, padding='VALID',
-                                 scope='MaxPool_1a_3x3')
-    return tf.concat(axis=3, values=[branch_0, branch_1, branch_2])
+  conv = _thinned_conv(depth)
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+       conv(320, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+      [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+       conv(192, [1, 7], 'Conv2d_0b_1x7'),
+       conv(192, [7, 1], 'Conv2d_0c_7x1'),
+       conv(192, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+      [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
 def _module_8(net, end_point, depth):
-  branch_1_3x1_scope = _MODULES_8[end_point]
-  with tf1.variable_scope(end_point):
-    with tf1.variable_scope('Branch_0'):
-      branch_0 = slim.conv2d(net, depth(320), [1, 1], scope='Conv2d_0a_1x1')
-    with tf1.variable_scope('Branch_1'):
-      branch_1 = slim.conv2d(net, depth(384), [1, 1], scope='Conv2d_0a_1x1')
-      branch_1 = tf.concat(axis=3, values=[
-          slim.conv2d(branch_1, depth(384), [1, 3], scope='Conv2d_0b_1x3'),
-          slim.conv2d(branch_1, depth(384), [3, 1], scope=branch_1_3x1_scope)])
-    with tf1.variable_scope('Branch_2'):
-      branch_2 = slim.conv2d(net, depth(448), [1, 1], scope='Conv2d_0a_1x1')
-      branch_2 = slim.conv2d(branch_2, depth(384), [3, 3],
-                             scope='Conv2d_0b_3x3')
-      branch_2 = tf.concat(axis=3, values=[
-          slim.conv2d(branch_2, depth(384), [1, 3], scope='Conv2d_0c_1x3'),
-          slim.conv2d(branch_2, depth(384), [3, 1], scope='Conv2d_0d_3x1')])
-    with tf1.variable_scope('Branch_3'):
-      branch_3 = slim.avg_pool2d(net, [3, 3], scope='AvgPool_0a_3x3')
-      branch_3 = slim.conv2d(branch_3, depth(192), [1, 1],
-                             scope='Conv2d_0b_1x1')
-    return tf.concat(axis=3, values=[branch_0, branch_1, branch_2, branch_3])
+  conv = _thinned_conv(depth)
+  return inception_utils.mixed(
+      end_point, net,
+      [conv(320, [1, 1], 'Conv2d_0a_1x1')],
+      [conv(384, [1, 1], 'Conv2d_0a_1x1'),
+       split(conv(384, [1, 3], 'Conv2d_0b_1x3'),
+             conv(384, [3, 1], _MODULES_8[end_point]))],
+      [conv(448, [1, 1], 'Conv2d_0a_1x1'), conv(384, [3, 3], 'Conv2d_0b_3x3'),
+       split(conv(384, [1, 3], 'Conv2d_0c_1x3'),
+             conv(384, [3, 1], 'Conv2d_0d_3x1'))],
+      [avg_pool([3, 3], 'AvgPool_0a_3x3'), conv(192, [1, 1], 'Conv2d_0b_1x1')])
+
+
+# The classifier's names in the published checkpoint.
+HEAD = inception_utils.Head([8, 8])
 
 
 def inception_v3_base(inputs,
@@ -169,11 +148,7 @@ def inception_v3_base(inputs,
   Raises:
     ValueError: for an unknown final_endpoint or depth_multiplier <= 0.
   """
-  if depth_multiplier <= 0:
-    raise ValueError('depth_multiplier is not greater than zero.')
-
-  def depth(d):
-    return max(int(d * depth_multiplier), min_depth)
+  depth = inception_utils.thinned_depth(depth_multiplier, min_depth)
 
   def conv(num_outputs, kernel_size, **kwargs):
     return lambda net, name: slim.conv2d(
@@ -255,10 +230,7 @@ def inception_v3(inputs,
     is_training: whether batch norm and dropout run in training mode.
     dropout_keep_prob: fraction of activations kept by the dropout before the
       classifier.
-    min_depth: minimum number of channels of every convolution; only binds
-      when depth_multiplier < 1.
-    depth_multiplier: multiplier (> 0) of the number of channels of every
-      convolution.
+    min_depth, depth_multiplier: see `inception_v3_base`.
     prediction_fn: maps logits to predictions (end point 'Predictions').
     spatial_squeeze: if True, logits (and aux logits) are
       [batch, num_classes], otherwise [batch, 1, 1, num_classes].
@@ -277,11 +249,7 @@ def inception_v3(inputs,
   Raises:
     ValueError: if depth_multiplier <= 0.
   """
-  if depth_multiplier <= 0:
-    raise ValueError('depth_multiplier is not greater than zero.')
-
-  def depth(d):
-    return max(int(d * depth_multiplier), min_depth)
+  depth = inception_utils.thinned_depth(depth_multiplier, min_depth)
 
   with tf1.variable_scope(scope, 'InceptionV3', [inputs], reuse=reuse) as scope:
     with slim.arg_scope([slim.batch_norm, slim.dropout],
@@ -296,24 +264,9 @@ def inception_v3(inputs,
           end_points['AuxLogits'] = _aux_logits(
               end_points['Mixed_6e'], num_classes, depth, spatial_squeeze)
 
-      with tf1.variable_scope('Logits'):
-        if global_pool:
-          net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
-          end_points['global_pool'] = net
-        else:
-          kernel_size = _reduced_kernel_size_for_small_input(net, [8, 8])
-          net = slim.avg_pool2d(net, kernel_size, padding='VALID',
-                                scope='AvgPool_1a_{}x{}'.format(*kernel_size))
-          end_points['AvgPool_1a'] = net
-        if not num_classes:
-          return net, end_points
-        net = slim.dropout(net, keep_prob=dropout_keep_prob, scope='Dropout_1b')
-        end_points['PreLogits'] = net
-        logits = inception_utils.logits_conv(net, num_classes, spatial_squeeze,
-                                             'Conv2d_1c_1x1')
-      end_points['Logits'] = logits
-      end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
-  return logits, end_points
+      return inception_utils.classifier_head(
+          net, end_points, num_classes, HEAD, dropout_keep_prob,
+          prediction_fn, spatial_squeeze, global_pool)
 
 
 inception_v3.default_image_size = 299

@@ -16,6 +16,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from nets import inception_utils
+from nets.mobilenet import conv_blocks
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
@@ -43,18 +45,8 @@ MOBILENETV1_CONV_DEFS = [
 ]
 
 
-def _fixed_padding(inputs, kernel_size, rate=1):
-  """Pads H and W as 'SAME' would for stride 1, independently of the input size.
-
-  With explicit padding followed by a 'VALID' convolution, the padding no longer
-  depends on whether the input size is even, which keeps strided layers aligned
-  across resolutions (useful for dense prediction and quantized export).
-  """
-  padding = []
-  for size in kernel_size[:2]:
-    total = size + (size - 1) * (rate - 1) - 1  # effective (dilated) kernel - 1
-    padding.append([total // 2, total - total // 2])
-  return tf.pad(inputs, [[0, 0]] + padding + [[0, 0]])
+# Explicit 'SAME'-sized padding for 'VALID' convolutions (use_explicit_padding).
+_fixed_padding = conv_blocks.fixed_padding
 
 
 def mobilenet_v1_base(inputs,
@@ -97,8 +89,7 @@ def mobilenet_v1_base(inputs,
   if conv_defs is None:
     conv_defs = MOBILENETV1_CONV_DEFS
 
-  def depth(d):
-    return max(int(d * depth_multiplier), min_depth)
+  depth = inception_utils.thinned_depth(depth_multiplier, min_depth)
 
   end_points = collections.OrderedDict()
   padding = 'VALID' if use_explicit_padding else 'SAME'
@@ -151,16 +142,9 @@ def mobilenet_v1_base(inputs,
                    % (final_endpoint, len(conv_defs) - 1))
 
 
-def _reduced_kernel_size_for_small_input(input_tensor, kernel_size):
-  """Shrinks the pooling kernel to the feature map when the input is small.
-
-  At 224x224 the final map is 7x7; smaller inputs give a smaller map, and a 7x7
-  'VALID' pool would not fit. Unknown spatial sizes keep `kernel_size`.
-  """
-  shape = input_tensor.shape.as_list()
-  if shape[1] is None or shape[2] is None:
-    return kernel_size
-  return [min(shape[1], kernel_size[0]), min(shape[2], kernel_size[1])]
+# The classifier's names in the published checkpoints: Inception v2's head
+# with an unsized pool scope and no 'PreLogits'.
+HEAD = inception_utils.Head([7, 7], pool_scope='AvgPool_1a', pre_logits=False)
 
 
 def mobilenet_v1(inputs,
@@ -209,26 +193,9 @@ def mobilenet_v1(inputs,
                                           min_depth=min_depth,
                                           depth_multiplier=depth_multiplier,
                                           conv_defs=conv_defs)
-      with tf1.variable_scope('Logits'):
-        if global_pool:
-          net = tf.reduce_mean(net, [1, 2], keepdims=True, name='global_pool')
-          end_points['global_pool'] = net
-        else:
-          kernel_size = _reduced_kernel_size_for_small_input(net, [7, 7])
-          net = slim.avg_pool2d(net, kernel_size, padding='VALID',
-                                scope='AvgPool_1a')
-          end_points['AvgPool_1a'] = net
-        if not num_classes:
-          return net, end_points
-        net = slim.dropout(net, keep_prob=dropout_keep_prob, scope='Dropout_1b')
-        logits = slim.conv2d(net, num_classes, [1, 1], activation_fn=None,
-                             normalizer_fn=None, scope='Conv2d_1c_1x1')
-        if spatial_squeeze:
-          logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
-      end_points['Logits'] = logits
-      if prediction_fn:
-        end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
-  return logits, end_points
+      return inception_utils.classifier_head(
+          net, end_points, num_classes, HEAD, dropout_keep_prob,
+          prediction_fn, spatial_squeeze, global_pool)
 
 
 mobilenet_v1.default_image_size = 224

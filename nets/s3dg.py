@@ -24,7 +24,7 @@ import tf_slim as slim
 import tf_compat  # noqa: F401
 from nets import i3d_utils
 from nets import inception_utils
-from nets.inception_v1 import MODULE_DEPTHS
+from nets import inception_v1
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
@@ -129,15 +129,8 @@ def s3dg_base(inputs,
       convolutions are 3x3x3; earlier ones are [1, 3, 3]. None: none.
     gating_startat: the first stage (of SWITCHABLE_STAGES) gated by
       `self_gating`; None: no gating.
-    final_endpoint: the end point to build up to, one of 'Conv2d_1a_7x7',
-      'MaxPool_2a_3x3', 'Conv2d_2b_1x1', 'Conv2d_2c_3x3', 'MaxPool_3a_3x3',
-      'Mixed_3b', 'Mixed_3c', 'MaxPool_4a_3x3', 'Mixed_4b', 'Mixed_4c',
-      'Mixed_4d', 'Mixed_4e', 'Mixed_4f', 'MaxPool_5a_2x2', 'Mixed_5b',
-      'Mixed_5c'.
-    min_depth: minimum number of channels of every convolution; only binds
-      when depth_multiplier < 1.
-    depth_multiplier: multiplier (> 0) of the number of channels of every
-      convolution.
+    final_endpoint, min_depth, depth_multiplier: as in
+      `inception_v1.inception_v1_base` (the same stages, in 3-D).
     data_format: 'NDHWC' or 'NCDHW'.
     scope: variable scope.
 
@@ -150,16 +143,12 @@ def s3dg_base(inputs,
       first_temporal_kernel_size not in 1, 3, 5, 7, or depth_multiplier <= 0.
   """
   i3d_utils.check_data_format(data_format)
-  if depth_multiplier <= 0:
-    raise ValueError('depth_multiplier is not greater than zero.')
+  depth = inception_utils.thinned_depth(depth_multiplier, min_depth)
   if first_temporal_kernel_size not in FIRST_TEMPORAL_KERNEL_SIZES:
     raise ValueError('first_temporal_kernel_size can only be 1, 3, 5 or 7, '
                      'got %r' % (first_temporal_kernel_size,))
   temporal_from = _stage_index('temporal_conv_startat', temporal_conv_startat)
   gating_from = _stage_index('gating_startat', gating_startat)
-
-  def depth(d):
-    return max(int(d * depth_multiplier), min_depth)
 
   def switches(name):
     """(temporal kernel size, gating fn or None) of a switchable stage."""
@@ -178,7 +167,7 @@ def s3dg_base(inputs,
   def module(net, name):
     t, gating_fn = switches(name)
     return inception_block_v1_3d(
-        net, *(depth(d) for d in MODULE_DEPTHS[name]),
+        net, *(depth(d) for d in inception_v1.MODULE_DEPTHS[name]),
         temporal_kernel_size=t, self_gating_fn=gating_fn,
         data_format=data_format, scope=name)
 
@@ -223,10 +212,11 @@ def video_classifier(net, end_points, num_classes, dropout_keep_prob,
                      prediction_fn, spatial_squeeze, data_format):
   """The I3D / S3D-G head on the trunk's output, under the current scope.
 
-  Logits/AvgPool_0a_7x7 ([2, 7, 7] average, clipped to small clips), dropout,
-  a 1x1x1 convolution Logits/Conv2d_0c_1x1, then the mean over time. With
-  num_classes 0 or None, the pooled features averaged over time (before
-  dropout) are returned instead of logits.
+  Logits/AvgPool_0a_7x7 ([2, 7, 7] average, clipped to small clips), then
+  Inception v1's dropout and linear 1x1(x1) convolution Logits/Conv2d_0c_1x1,
+  whose logits are averaged over time. With num_classes 0 or None, the pooled
+  features averaged over time (before dropout) are returned instead of
+  logits.
   """
   with tf1.variable_scope('Logits'):
     if data_format == 'NCDHW':
@@ -238,14 +228,9 @@ def video_classifier(net, end_points, num_classes, dropout_keep_prob,
       if spatial_squeeze:
         features = tf.squeeze(features, [1, 2], name='SpatialSqueeze')
       return features, end_points
-    net = slim.dropout(net, dropout_keep_prob, scope='Dropout_0b')
-    logits = slim.conv3d(net, num_classes, [1, 1, 1], activation_fn=None,
-                         normalizer_fn=None, data_format='NDHWC',
-                         scope='Conv2d_0c_1x1')
-    logits = tf.reduce_mean(logits, axis=1)  # over time
-    if spatial_squeeze:
-      logits = tf.squeeze(logits, [1, 2], name='SpatialSqueeze')
-    end_points['Logits'] = logits
+    logits = inception_utils.dropout_logits(
+        net, end_points, num_classes, dropout_keep_prob, spatial_squeeze,
+        inception_v1.HEAD)
     end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points
 
@@ -292,15 +277,9 @@ def s3dg(inputs,
     with slim.arg_scope([slim.batch_norm, slim.dropout],
                         is_training=is_training):
       net, end_points = s3dg_base(
-          inputs,
-          first_temporal_kernel_size=first_temporal_kernel_size,
-          temporal_conv_startat=temporal_conv_startat,
-          gating_startat=gating_startat,
-          final_endpoint=final_endpoint,
-          min_depth=min_depth,
-          depth_multiplier=depth_multiplier,
-          data_format=data_format,
-          scope=scope)
+          inputs, first_temporal_kernel_size, temporal_conv_startat,
+          gating_startat, final_endpoint, min_depth, depth_multiplier,
+          data_format, scope)
       return video_classifier(net, end_points, num_classes, dropout_keep_prob,
                               prediction_fn, spatial_squeeze, data_format)
 
@@ -308,9 +287,4 @@ def s3dg(inputs,
 s3dg.default_image_size = 224
 s3dg.num_frames = 64
 
-# No published TF-Slim checkpoint: 1000 classes is TF-Slim's default.
-register_network('s3dg', s3dg, s3dg_arg_scope,
-                 default_image_size=s3dg.default_image_size,
-                 num_classes=1000, preprocessing_name='inception',
-                 logits_scopes=('InceptionV1/Logits',),
-                 num_frames=s3dg.num_frames)
+register_network('s3dg', s3dg, s3dg_arg_scope, **i3d_utils.registration(s3dg))
