@@ -18,7 +18,8 @@ tf1 = tf.compat.v1
 
 def alexnet_v2_arg_scope(weight_decay=0.0005):
   """ReLU layers with 0.1 biases and L2 decay; SAME convolutions, VALID pools."""
-  return fc_utils.arg_scope(weight_decay, tf1.constant_initializer(0.1), valid_pools=True)
+  return fc_utils.arg_scope(weight_decay, tf1.constant_initializer(0.1),
+                            valid_pools=True)
 
 
 # The single column of the paper without its LRN layers, as in TF-Slim.
@@ -37,8 +38,8 @@ _FEATURES = (
 alexnet_v2 = fc_utils.network(
     'alexnet_v2', _FEATURES, fc6_depth=4096, fc6_kernel=[5, 5],
     doc='Builds AlexNet v2; returns (logits, end_points).\n' +
-    fc_utils.ARGS_DOC % {'size': '224x224 makes fc6 see exactly its 5x5 window.',
-                         'more': ''})
+    fc_utils.ARGS_DOC % {
+        'size': '224x224 makes fc6 see exactly its 5x5 window.', 'more': ''})
 alexnet_v2.default_image_size = 224
 
 register_network('alexnet_v2', alexnet_v2, alexnet_v2_arg_scope,

@@ -1,4 +1,5 @@
-"""The skeleton of AlexNet, OverFeat and VGG: conv layers, then fc6-fc8 as convolutions.
+"""The skeleton of AlexNet, OverFeat and VGG: conv layers, then fc6-fc8 as
+convolutions.
 
 fc6 convolves the last feature map with a kernel its size ('VALID'), fc7 and
 fc8 are 1x1 convolutions, so the same variables classify one window at the

@@ -16,8 +16,9 @@ tf1 = tf.compat.v1
 
 
 def overfeat_arg_scope(weight_decay=0.0005):
-  """ReLU layers with zero biases and L2 decay; SAME convolutions, VALID pools."""
-  return fc_utils.arg_scope(weight_decay, tf1.zeros_initializer(), valid_pools=True)
+  """ReLU layers, zero biases, L2 decay; SAME convolutions, VALID pools."""
+  return fc_utils.arg_scope(weight_decay, tf1.zeros_initializer(),
+                            valid_pools=True)
 
 
 # The "fast" model's five convolutions; its fc layers are in fc_utils.

@@ -45,9 +45,9 @@ def bottleneck(inputs, depth, depth_bottleneck, stride, rate=1,
 resnet_v2, resnet_v2_block = resnet_utils.family(
     bottleneck, True, 'resnet_v2',
     'Builds a v2 ResNet from `blocks`; returns (net, end_points).\n\n'
-    '  Without the root block, `inputs` should come from a convolution without\n'
-    '  normalization/activation, as conv1\'s output does. \'postnorm\' has no\n'
-    '  end point (as in TF-Slim).')
+    '  Without the root block, `inputs` should come from a convolution\n'
+    '  without normalization/activation, as conv1\'s output does.\n'
+    '  \'postnorm\' has no end point (as in TF-Slim).')
 
 # TF-Slim's depths, one function each (UNITS_PER_BLOCK: 50, 101, 152, 200).
 resnet_v2_50, resnet_v2_101, resnet_v2_152, resnet_v2_200 = (
