@@ -36,7 +36,7 @@ _FEATURES = (
 )
 
 alexnet_v2 = fc_utils.network(
-    'alexnet_v2', _FEATURES, fc6_depth=4096, fc6_kernel=[5, 5],
+    'alexnet_v2', __name__, _FEATURES, fc6_depth=4096, fc6_kernel=[5, 5],
     doc='Builds AlexNet v2; returns (logits, end_points).\n' +
     fc_utils.ARGS_DOC % {
         'size': '224x224 makes fc6 see exactly its 5x5 window.', 'more': ''})

@@ -121,10 +121,10 @@ def build(inputs, scope, default_scope, features, small_fc_init=False,
         return fc_head(net, collection, sc.name, **head_args)
 
 
-def network(name, features, fc6_depth, fc6_kernel, doc):
+def network(name, module, features, fc6_depth, fc6_kernel, doc):
   """TF-Slim's `<name>(inputs, num_classes=1000, ...)` for AlexNet and
   OverFeat: `features`, then fc6 (`fc6_depth`, `fc6_kernel`, 'VALID') to fc8
-  with their small fc initializers and zero fc8 biases."""
+  with their small fc initializers and zero fc8 biases; defined in `module`."""
 
   def classifier(inputs, num_classes=1000, is_training=True,
                  dropout_keep_prob=0.5, spatial_squeeze=True, scope=name,
@@ -137,5 +137,6 @@ def network(name, features, fc6_depth, fc6_kernel, doc):
                  logits_biases_initializer=tf1.zeros_initializer())
 
   classifier.__name__ = classifier.__qualname__ = name
+  classifier.__module__ = module
   classifier.__doc__ = doc
   return classifier

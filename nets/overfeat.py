@@ -35,7 +35,7 @@ _FEATURES = (
 )
 
 overfeat = fc_utils.network(
-    'overfeat', _FEATURES, fc6_depth=3072, fc6_kernel=[6, 6],
+    'overfeat', __name__, _FEATURES, fc6_depth=3072, fc6_kernel=[6, 6],
     doc='Builds OverFeat; returns (logits, end_points).\n' +
     fc_utils.ARGS_DOC % {'size': '231x231 for classification.', 'more': ''})
 overfeat.default_image_size = 231
