@@ -1,14 +1,58 @@
-"""The classifier of AlexNet, OverFeat and VGG: fc6-fc8 as convolutions.
+"""The skeleton of AlexNet, OverFeat and VGG: conv layers, then fc6-fc8 as
+convolutions.
 
 fc6 convolves the last feature map with a kernel its size ('VALID'), fc7 and
 fc8 are 1x1 convolutions, so the same variables classify one window at the
 published size and a grid of windows on larger images
-(`spatial_squeeze=False`). A helper: it registers no network.
+(`spatial_squeeze=False`). A family is a table of feature layers (`layer`
+rows) and its fc6; `network` builds TF-Slim's function from them. A helper:
+it registers no network.
 """
+import contextlib
+
 import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+
+tf1 = tf.compat.v1
+
+ARGS_DOC = """
+  Args:
+    inputs: float images [batch, height, width, channels],
+      %(size)s
+    num_classes: classes of fc8; 0 or None returns the fc7 features instead.
+    is_training: enables dropout.
+    dropout_keep_prob: probability of keeping an fc6/fc7 activation.
+    spatial_squeeze: drops the 1x1 spatial dimensions of the logits.
+    scope: variable scope of the network.%(more)s
+    global_pool: averages fc7 over space first, for any input size (not
+      part of the published network).
+
+  Returns:
+    (logits or features, end_points dict keyed by scope path).
+"""
+
+
+def arg_scope(weight_decay, biases_initializer, valid_pools=False):
+  """The arg_scope of these families: ReLU layers with `biases_initializer`
+  and L2 decay, SAME convolutions (and VALID pools, as AlexNet's and
+  OverFeat's say explicitly)."""
+  with slim.arg_scope([slim.conv2d, slim.fully_connected],
+                      activation_fn=tf.nn.relu,
+                      weights_regularizer=slim.l2_regularizer(weight_decay),
+                      biases_initializer=biases_initializer), \
+      slim.arg_scope([slim.conv2d], padding='SAME') as sc:
+    if not valid_pools:
+      return sc
+    with slim.arg_scope([slim.max_pool2d], padding='VALID') as sc:
+      return sc
+
+
+def layer(layer_fn, *args, **kwargs):
+  """One row of a feature table: net -> layer_fn(net, *args, **kwargs), built
+  when the network is (so the enclosing arg_scopes apply)."""
+  return lambda net: layer_fn(net, *args, **kwargs)
 
 
 def fc_head(net, end_points_collection, scope_name, num_classes, is_training,
@@ -54,10 +98,45 @@ def fc_head(net, end_points_collection, scope_name, num_classes, is_training,
   return net, end_points
 
 
-def fc_initializers():
-  """AlexNet's and OverFeat's fc layers start from a small truncated normal
-  and 0.1 biases (their fc8 passes its own biases initializer)."""
-  return slim.arg_scope(
-      [slim.conv2d],
-      weights_initializer=tf.compat.v1.truncated_normal_initializer(0.0, 0.005),
-      biases_initializer=tf.compat.v1.constant_initializer(0.1))
+def build(inputs, scope, default_scope, features, small_fc_init=False,
+          **head_args):
+  """`features` (a table of `layer` rows), then fc_head(**head_args), in
+  `scope`; every layer is an end point keyed by its scope path.
+
+  `small_fc_init`: AlexNet's and OverFeat's fc layers start from a truncated
+  normal(0.005) and 0.1 biases (their fc8 passes its own biases initializer).
+  """
+  with tf1.variable_scope(scope, default_scope, [inputs]) as sc:
+    collection = sc.original_name_scope + '_end_points'
+    with slim.arg_scope([slim.conv2d, slim.fully_connected, slim.max_pool2d],
+                        outputs_collections=collection):
+      net = inputs
+      for row in features:
+        net = row(net)
+      with (slim.arg_scope(
+          [slim.conv2d],
+          weights_initializer=tf1.truncated_normal_initializer(0.0, 0.005),
+          biases_initializer=tf1.constant_initializer(0.1))
+            if small_fc_init else contextlib.nullcontext()):
+        return fc_head(net, collection, sc.name, **head_args)
+
+
+def network(name, module, features, fc6_depth, fc6_kernel, doc):
+  """TF-Slim's `<name>(inputs, num_classes=1000, ...)` for AlexNet and
+  OverFeat: `features`, then fc6 (`fc6_depth`, `fc6_kernel`, 'VALID') to fc8
+  with their small fc initializers and zero fc8 biases; defined in `module`."""
+
+  def classifier(inputs, num_classes=1000, is_training=True,
+                 dropout_keep_prob=0.5, spatial_squeeze=True, scope=name,
+                 global_pool=False):
+    return build(inputs, scope, name, features, small_fc_init=True,
+                 num_classes=num_classes, is_training=is_training,
+                 dropout_keep_prob=dropout_keep_prob,
+                 spatial_squeeze=spatial_squeeze, global_pool=global_pool,
+                 fc6_depth=fc6_depth, fc6_kernel=fc6_kernel,
+                 logits_biases_initializer=tf1.zeros_initializer())
+
+  classifier.__name__ = classifier.__qualname__ = name
+  classifier.__module__ = module
+  classifier.__doc__ = doc
+  return classifier

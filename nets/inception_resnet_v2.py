@@ -14,6 +14,7 @@ import tf_slim as slim
 
 import tf_compat  # noqa: F401
 from nets import inception_utils
+from nets import inception_v4
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
@@ -37,38 +38,40 @@ def _add_residual(net, mixed, scale, activation_fn):
   return net
 
 
-def block35(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
-  """Residual block at 35x35: 1x1, 1x1-3x3 and 1x1-3x3-3x3 towers."""
-  with tf1.variable_scope(scope, 'Block35', [net], reuse=reuse):
-    mixed = towers(
-        net,
-        [conv(32, 1, 'Conv2d_1x1')],
-        [conv(32, 1, 'Conv2d_0a_1x1'), conv(32, 3, 'Conv2d_0b_3x3')],
-        [conv(32, 1, 'Conv2d_0a_1x1'), conv(48, 3, 'Conv2d_0b_3x3'),
-         conv(64, 3, 'Conv2d_0c_3x3')])
-    return _add_residual(net, mixed, scale, activation_fn)
+def _residual_block(name, doc, *branches):
+  """TF-Slim's `<name>(net, scale=1.0, activation_fn=relu, scope=None,
+  reuse=None)`: `branches` side by side (towers), added back to `net` by
+  _add_residual, in the default scope 'Block<size>'."""
+  default_scope = name.capitalize()
+
+  def block(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
+    with tf1.variable_scope(scope, default_scope, [net], reuse=reuse):
+      return _add_residual(net, towers(net, *branches), scale, activation_fn)
+
+  # slim.repeat names the repeated blocks after the function: block35_1, ...
+  block.__name__ = block.__qualname__ = name
+  block.__doc__ = doc
+  return block
 
 
-def block17(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
-  """Residual block at 17x17: 1x1 and 1x1-1x7-7x1 towers."""
-  with tf1.variable_scope(scope, 'Block17', [net], reuse=reuse):
-    mixed = towers(
-        net,
-        [conv(192, 1, 'Conv2d_1x1')],
-        [conv(128, 1, 'Conv2d_0a_1x1'), conv(160, [1, 7], 'Conv2d_0b_1x7'),
-         conv(192, [7, 1], 'Conv2d_0c_7x1')])
-    return _add_residual(net, mixed, scale, activation_fn)
+block35 = _residual_block(
+    'block35', 'Residual block at 35x35: 1x1, 1x1-3x3 and 1x1-3x3-3x3 towers.',
+    [conv(32, 1, 'Conv2d_1x1')],
+    [conv(32, 1, 'Conv2d_0a_1x1'), conv(32, 3, 'Conv2d_0b_3x3')],
+    [conv(32, 1, 'Conv2d_0a_1x1'), conv(48, 3, 'Conv2d_0b_3x3'),
+     conv(64, 3, 'Conv2d_0c_3x3')])
 
+block17 = _residual_block(
+    'block17', 'Residual block at 17x17: 1x1 and 1x1-1x7-7x1 towers.',
+    [conv(192, 1, 'Conv2d_1x1')],
+    [conv(128, 1, 'Conv2d_0a_1x1'), conv(160, [1, 7], 'Conv2d_0b_1x7'),
+     conv(192, [7, 1], 'Conv2d_0c_7x1')])
 
-def block8(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
-  """Residual block at 8x8: 1x1 and 1x1-1x3-3x1 towers."""
-  with tf1.variable_scope(scope, 'Block8', [net], reuse=reuse):
-    mixed = towers(
-        net,
-        [conv(192, 1, 'Conv2d_1x1')],
-        [conv(192, 1, 'Conv2d_0a_1x1'), conv(224, [1, 3], 'Conv2d_0b_1x3'),
-         conv(256, [3, 1], 'Conv2d_0c_3x1')])
-    return _add_residual(net, mixed, scale, activation_fn)
+block8 = _residual_block(
+    'block8', 'Residual block at 8x8: 1x1 and 1x1-1x3-3x1 towers.',
+    [conv(192, 1, 'Conv2d_1x1')],
+    [conv(192, 1, 'Conv2d_0a_1x1'), conv(224, [1, 3], 'Conv2d_0b_1x3'),
+     conv(256, [3, 1], 'Conv2d_0c_3x1')])
 
 
 _END_POINTS = ('Conv2d_1a_3x3', 'Conv2d_2a_3x3', 'Conv2d_2b_3x3',
@@ -204,22 +207,10 @@ def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
                         activation_fn=tf.nn.relu):
   """Inception-ResNet-v2 classifier.
 
-  Args:
-    inputs: [batch, height, width, channels] float tensor; height and width may
-      be unknown when `create_aux_logits` is False.
-    num_classes: number of classes; 0 or None omits the classifier (and the
-      auxiliary head) and returns the pooled features, before dropout.
-    is_training: batch norm and dropout in training mode.
-    dropout_keep_prob: keep probability of the dropout before the logits.
-    reuse: reuse the variables of `scope`.
-    scope: variable scope.
-    create_aux_logits: build the auxiliary head (end point 'AuxLogits'); the
-      published checkpoint holds its variables, so it is on by default.
-    activation_fn: activation at the end of each residual block.
-
-  Returns:
-    (logits [batch, num_classes] or pooled features [batch, 1, 1, 1536],
-    end_points).
+  Arguments and results as inception_v4.inception_v4's, plus
+  `activation_fn`, the activation at the end of each residual block; the
+  height and width of `inputs` may be unknown when `create_aux_logits` is
+  False.
   """
   with tf1.variable_scope(scope, 'InceptionResnetV2', [inputs],
                           reuse=reuse) as scope:
@@ -232,20 +223,11 @@ def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
         end_points['AuxLogits'] = inception_utils.aux_logits(
             end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
             'Conv2d_2a_5x5', 'Logits')
-      with tf1.variable_scope('Logits'):
-        net = inception_utils.average_whole_map(net, 'AvgPool_1a_8x8')
-        end_points['global_pool'] = net
-        if not num_classes:
-          return net, end_points
-        # Unlike Inception-v4, dropout comes after the flatten here.
-        net = slim.flatten(net)
-        net = slim.dropout(net, dropout_keep_prob, scope='Dropout')
-        end_points['PreLogitsFlatten'] = net
-        logits = slim.fully_connected(net, num_classes, activation_fn=None,
-                                      scope='Logits')
-        end_points['Logits'] = logits
-        end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-  return logits, end_points
+      # Unlike Inception-v4, dropout comes after the flatten here.
+      return inception_v4.logits_head(
+          net, end_points, num_classes, 'AvgPool_1a_8x8',
+          lambda net: slim.dropout(slim.flatten(net), dropout_keep_prob,
+                                   scope='Dropout'))
 
 
 inception_resnet_v2.default_image_size = 299

@@ -8,8 +8,6 @@ Reduction-A (Mixed_6a), 7 Inception-B blocks (Mixed_6b-h) at 17x17, Reduction-B
 (Mixed_7a) and 3 Inception-C blocks (Mixed_7b-d) at 8x8. The auxiliary head
 reads Mixed_6h.
 """
-import contextlib
-
 import tensorflow as tf
 import tf_slim as slim
 
@@ -27,87 +25,85 @@ split = inception_utils.split
 towers = inception_utils.towers
 
 
-@contextlib.contextmanager
-def _block(scope, default_scope, inputs, reuse):
-  """A block's variable scope, stride 1 and 'SAME' unless a layer says."""
-  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                      stride=1, padding='SAME'):
-    with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse):
-      yield
+def _block(name, doc, *branches):
+  """TF-Slim's `<name>(inputs, scope=None, reuse=None)`: `branches` side by
+  side (towers) in the default scope named after it ('block_inception_a':
+  'BlockInceptionA'), stride 1 and 'SAME' unless a layer says."""
+  default_scope = ''.join(word.capitalize() for word in name.split('_'))
+
+  def block(inputs, scope=None, reuse=None):
+    with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                        stride=1, padding='SAME'):
+      with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse):
+        return towers(inputs, *branches)
+
+  block.__name__ = block.__qualname__ = name
+  block.__doc__ = doc
+  return block
 
 
-def block_inception_a(inputs, scope=None, reuse=None):
-  """Inception-A (35x35): 1x1, 1x1-3x3, 1x1-3x3-3x3 and avg-pool-1x1 towers."""
-  with _block(scope, 'BlockInceptionA', inputs, reuse):
-    return towers(
-        inputs,
-        [conv(96, [1, 1], 'Conv2d_0a_1x1')],
-        [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3')],
-        [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
-         conv(96, [3, 3], 'Conv2d_0c_3x3')],
-        [avg_pool([3, 3], 'AvgPool_0a_3x3'), conv(96, [1, 1], 'Conv2d_0b_1x1')])
+block_inception_a = _block(
+    'block_inception_a',
+    'Inception-A (35x35): 1x1, 1x1-3x3, 1x1-3x3-3x3 and avg-pool-1x1 towers.',
+    [conv(96, [1, 1], 'Conv2d_0a_1x1')],
+    [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3')],
+    [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
+     conv(96, [3, 3], 'Conv2d_0c_3x3')],
+    [avg_pool([3, 3], 'AvgPool_0a_3x3'), conv(96, [1, 1], 'Conv2d_0b_1x1')])
 
 
-def block_reduction_a(inputs, scope=None, reuse=None):
-  """Reduction-A (35x35 -> 17x17): strided 3x3, 1x1-3x3-strided 3x3, max-pool."""
-  with _block(scope, 'BlockReductionA', inputs, reuse):
-    return towers(
-        inputs,
-        [conv(384, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
-        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
-         conv(224, [3, 3], 'Conv2d_0b_3x3'),
-         conv(256, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
-        [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
+block_reduction_a = _block(
+    'block_reduction_a',
+    'Reduction-A (35x35 -> 17x17): strided 3x3, 1x1-3x3-strided 3x3, max-pool.',
+    [conv(384, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+    [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+     conv(224, [3, 3], 'Conv2d_0b_3x3'),
+     conv(256, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+    [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
-def block_inception_b(inputs, scope=None, reuse=None):
-  """Inception-B (17x17): factorised 7x7 towers (1x7 / 7x1 pairs)."""
-  with _block(scope, 'BlockInceptionB', inputs, reuse):
-    return towers(
-        inputs,
-        [conv(384, [1, 1], 'Conv2d_0a_1x1')],
-        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
-         conv(224, [1, 7], 'Conv2d_0b_1x7'),
-         conv(256, [7, 1], 'Conv2d_0c_7x1')],
-        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
-         conv(192, [7, 1], 'Conv2d_0b_7x1'),
-         conv(224, [1, 7], 'Conv2d_0c_1x7'),
-         conv(224, [7, 1], 'Conv2d_0d_7x1'),
-         conv(256, [1, 7], 'Conv2d_0e_1x7')],
-        [avg_pool([3, 3], 'AvgPool_0a_3x3'),
-         conv(128, [1, 1], 'Conv2d_0b_1x1')])
+block_inception_b = _block(
+    'block_inception_b',
+    'Inception-B (17x17): factorised 7x7 towers (1x7 / 7x1 pairs).',
+    [conv(384, [1, 1], 'Conv2d_0a_1x1')],
+    [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+     conv(224, [1, 7], 'Conv2d_0b_1x7'),
+     conv(256, [7, 1], 'Conv2d_0c_7x1')],
+    [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+     conv(192, [7, 1], 'Conv2d_0b_7x1'),
+     conv(224, [1, 7], 'Conv2d_0c_1x7'),
+     conv(224, [7, 1], 'Conv2d_0d_7x1'),
+     conv(256, [1, 7], 'Conv2d_0e_1x7')],
+    [avg_pool([3, 3], 'AvgPool_0a_3x3'),
+     conv(128, [1, 1], 'Conv2d_0b_1x1')])
 
 
-def block_reduction_b(inputs, scope=None, reuse=None):
-  """Reduction-B (17x17 -> 8x8): two strided conv towers and a max-pool."""
-  with _block(scope, 'BlockReductionB', inputs, reuse):
-    return towers(
-        inputs,
-        [conv(192, [1, 1], 'Conv2d_0a_1x1'),
-         conv(192, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
-        [conv(256, [1, 1], 'Conv2d_0a_1x1'),
-         conv(256, [1, 7], 'Conv2d_0b_1x7'),
-         conv(320, [7, 1], 'Conv2d_0c_7x1'),
-         conv(320, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
-        [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
+block_reduction_b = _block(
+    'block_reduction_b',
+    'Reduction-B (17x17 -> 8x8): two strided conv towers and a max-pool.',
+    [conv(192, [1, 1], 'Conv2d_0a_1x1'),
+     conv(192, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+    [conv(256, [1, 1], 'Conv2d_0a_1x1'),
+     conv(256, [1, 7], 'Conv2d_0b_1x7'),
+     conv(320, [7, 1], 'Conv2d_0c_7x1'),
+     conv(320, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
+    [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
-def block_inception_c(inputs, scope=None, reuse=None):
-  """Inception-C (8x8): towers that end in parallel 1x3 and 3x1 convs."""
-  with _block(scope, 'BlockInceptionC', inputs, reuse):
-    return towers(
-        inputs,
-        [conv(256, [1, 1], 'Conv2d_0a_1x1')],
-        [conv(384, [1, 1], 'Conv2d_0a_1x1'),
-         split(conv(256, [1, 3], 'Conv2d_0b_1x3'),
-               conv(256, [3, 1], 'Conv2d_0c_3x1'))],
-        [conv(384, [1, 1], 'Conv2d_0a_1x1'),
-         conv(448, [3, 1], 'Conv2d_0b_3x1'),
-         conv(512, [1, 3], 'Conv2d_0c_1x3'),
-         split(conv(256, [1, 3], 'Conv2d_0d_1x3'),
-               conv(256, [3, 1], 'Conv2d_0e_3x1'))],
-        [avg_pool([3, 3], 'AvgPool_0a_3x3'),
-         conv(256, [1, 1], 'Conv2d_0b_1x1')])
+block_inception_c = _block(
+    'block_inception_c',
+    'Inception-C (8x8): towers that end in parallel 1x3 and 3x1 convs.',
+    [conv(256, [1, 1], 'Conv2d_0a_1x1')],
+    [conv(384, [1, 1], 'Conv2d_0a_1x1'),
+     split(conv(256, [1, 3], 'Conv2d_0b_1x3'),
+           conv(256, [3, 1], 'Conv2d_0c_3x1'))],
+    [conv(384, [1, 1], 'Conv2d_0a_1x1'),
+     conv(448, [3, 1], 'Conv2d_0b_3x1'),
+     conv(512, [1, 3], 'Conv2d_0c_1x3'),
+     split(conv(256, [1, 3], 'Conv2d_0d_1x3'),
+           conv(256, [3, 1], 'Conv2d_0e_3x1'))],
+    [avg_pool([3, 3], 'AvgPool_0a_3x3'),
+     conv(256, [1, 1], 'Conv2d_0b_1x1')])
 
 
 def _mixed_3a(net):
@@ -224,18 +220,29 @@ def inception_v4(inputs, num_classes=1001, is_training=True,
           end_points['AuxLogits'] = inception_utils.aux_logits(
               end_points['Mixed_6h'], num_classes, 'AvgPool_1a_5x5',
               'Conv2d_2a', 'Aux_logits')
-        with tf1.variable_scope('Logits'):
-          net = inception_utils.average_whole_map(net, 'AvgPool_1a')
-          end_points['global_pool'] = net
-          if not num_classes:
-            return net, end_points
-          net = slim.dropout(net, dropout_keep_prob, scope='Dropout_1b')
-          net = slim.flatten(net, scope='PreLogitsFlatten')
-          end_points['PreLogitsFlatten'] = net
-          logits = slim.fully_connected(net, num_classes, activation_fn=None,
-                                        scope='Logits')
-          end_points['Logits'] = logits
-          end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+        return logits_head(
+            net, end_points, num_classes, 'AvgPool_1a',
+            lambda net: slim.flatten(
+                slim.dropout(net, dropout_keep_prob, scope='Dropout_1b'),
+                scope='PreLogitsFlatten'))
+
+
+def logits_head(net, end_points, num_classes, pool_scope, pre_logits):
+  """The 'Logits' scope of Inception-v4 and Inception-ResNet-v2: an average
+  pool over the whole map ('global_pool'), `pre_logits` (dropout and flatten,
+  in each network's order and names: 'PreLogitsFlatten'), a fully connected
+  'Logits' layer and the softmax. Returns (logits or features, end_points).
+  """
+  with tf1.variable_scope('Logits'):
+    net = inception_utils.average_whole_map(net, pool_scope)
+    end_points['global_pool'] = net
+    if not num_classes:
+      return net, end_points
+    net = end_points['PreLogitsFlatten'] = pre_logits(net)
+    logits = slim.fully_connected(net, num_classes, activation_fn=None,
+                                  scope='Logits')
+    end_points['Logits'] = logits
+    end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
   return logits, end_points
 
 

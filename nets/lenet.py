@@ -18,17 +18,9 @@ def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
           prediction_fn=slim.softmax, scope='LeNet'):
   """Builds LeNet on `images` [batch, height, width, channels].
 
-  Args:
-    images: float images; 28x28 gives the published fc3 input of 7*7*64.
-    num_classes: classes of the classifier; 0 or None returns the fc3
-      features (before dropout) instead of logits.
-    is_training: enables dropout.
-    dropout_keep_prob: probability of keeping an fc3 activation in training.
-    prediction_fn: maps logits to end_points['Predictions'].
-    scope: variable scope of the network.
-
-  Returns:
-    (logits or features, end_points dict of every named stage).
+  Arguments and results as cifarnet.cifarnet's, except that 28x28 images give
+  the published fc3 input of 7*7*64 and num_classes 0 or None returns the
+  fc3 features (before dropout).
   """
   end_points = {}
   with tf1.variable_scope(scope, 'LeNet', [images]):

@@ -15,6 +15,7 @@ References:
 """
 import collections
 import contextlib
+import functools
 
 import tensorflow as tf
 import tf_slim as slim
@@ -94,6 +95,33 @@ def conv2d_same(inputs, num_outputs, kernel_size, stride, rate=1, scope=None):
                            [pad_begin, pad_end], [0, 0]])
   return slim.conv2d(inputs, num_outputs, kernel_size, stride=stride,
                      rate=rate, padding='VALID', scope=scope)
+
+
+def bottleneck_branches(inputs, projection_inputs, depth, depth_bottleneck,
+                        stride, rate, normalized, shortcut_activation_fn=None):
+  """(shortcut, residual) of a v1 or v2 bottleneck unit.
+
+  The shortcut is `inputs` subsampled when the depth is kept, else a strided
+  1x1 projection of `projection_inputs`; the residual is conv1 1x1 reduce,
+  conv2 3x3 (strided, atrous `rate`), conv3 1x1 expand. Neither branch ends
+  in an activation; `normalized` (v1) batch-normalizes their last layers,
+  v2 leaves that to the next unit's 'preact'.
+  """
+  depth_in = slim.utils.last_dimension(inputs.get_shape(), min_rank=4)
+  last_layer = {} if normalized else {'normalizer_fn': None}
+  if depth == depth_in:
+    shortcut = subsample(inputs, stride, 'shortcut')
+  else:
+    shortcut = slim.conv2d(projection_inputs, depth, [1, 1], stride=stride,
+                           activation_fn=shortcut_activation_fn,
+                           scope='shortcut', **last_layer)
+  residual = slim.conv2d(projection_inputs, depth_bottleneck, [1, 1],
+                         stride=1, scope='conv1')
+  residual = conv2d_same(residual, depth_bottleneck, 3, stride, rate=rate,
+                         scope='conv2')
+  residual = slim.conv2d(residual, depth, [1, 1], stride=1,
+                         activation_fn=None, scope='conv3', **last_layer)
+  return shortcut, residual
 
 
 @slim.add_arg_scope
@@ -255,6 +283,84 @@ def resnet(inputs, blocks, unit_fn, preactivation, num_classes, is_training,
           end_points_collection)
       return classifier_head(net, end_points, num_classes, global_pool,
                              spatial_squeeze, sc.name)
+
+
+def family(unit_fn, preactivation, name, doc):
+  """TF-Slim's `resnet_v<k>(inputs, blocks, ...)` and `resnet_v<k>_block`.
+
+  The network is `resnet` with the family's `unit_fn` and `preactivation`,
+  under TF-Slim's signature and defaults, written once so v1 and v2 cannot
+  drift apart; `doc` says what the family adds to the arguments documented
+  here. The block function is bottleneck_block over `unit_fn`:
+  block(scope, base_depth, num_units, stride).
+  """
+
+  def network(inputs, blocks, num_classes=None, is_training=True,
+              global_pool=True, output_stride=None, include_root_block=True,
+              spatial_squeeze=True, store_non_strided_activations=False,
+              reuse=None, scope=None):
+    return resnet(inputs, blocks, unit_fn, preactivation, num_classes,
+                  is_training, global_pool, output_stride, include_root_block,
+                  spatial_squeeze, store_non_strided_activations, reuse, scope,
+                  name)
+
+  network.__name__ = network.__qualname__ = name
+  network.__module__ = unit_fn.__module__
+  network.__doc__ = doc + _FAMILY_ARGS_DOC
+  network.default_image_size = 224
+  return network, functools.partial(bottleneck_block, unit_fn)
+
+
+_FAMILY_ARGS_DOC = """
+
+  Args:
+    inputs: [batch, height, width, channels] images.
+    blocks: list of Block (see the family's resnet_v<k>_block).
+    num_classes: classes of the 'logits' layer; 0 or None returns the features
+      (after global pooling if `global_pool`).
+    is_training: batch-norm mode. None leaves it to an enclosing
+      slim.arg_scope([slim.batch_norm], is_training=...).
+    global_pool: average-pool the last feature map to 1x1 (classification);
+      False keeps it (dense prediction).
+    output_stride: None for the nominal stride 32; else a multiple of 4 that
+      the unit strides reach (e.g. 8 or 16), using atrous convolution beyond.
+    include_root_block: build conv1 (7x7/2) and pool1 (3x3/2).
+    spatial_squeeze: squeeze 1x1 logits to [batch, num_classes].
+    store_non_strided_activations: see stack_blocks_dense.
+    reuse, scope: of the network's variable scope.
+
+  Returns:
+    net: logits, or features when `num_classes` is 0/None.
+    end_points: ordered dict: conv1, every unit's convs and output, every
+      block's output, then 'global_pool', logits and 'predictions'.
+"""
+
+
+def standard_resnets(resnet_fn, block_fn):
+  """TF-Slim's `resnet_v<k>_<depth>` for each depth of UNITS_PER_BLOCK."""
+  return tuple(standard_resnet(resnet_fn, block_fn, depth)
+               for depth in UNITS_PER_BLOCK)
+
+
+def registrations(networks, arg_scope, num_classes, release, accuracy,
+                  **info):
+  """register_network's arguments for each of the standard `networks`.
+
+  VGG preprocessing (as TF-Slim's preprocessing_factory) and the classifier
+  scope '<name>/logits' for all; the published checkpoint is
+  '<name>_<release>.tar.gz' with accuracy[depth] = (top-1, top-5), for the
+  depths TF-Slim published.
+  """
+  for network in networks:
+    name = network.__name__
+    depth = int(name.rsplit('_', 1)[1])
+    published = None
+    if depth in accuracy:
+      published = ('%s_%s.tar.gz' % (name, release),) + accuracy[depth]
+    yield dict(info, name=name, network_fn=network, arg_scope=arg_scope,
+               default_image_size=network.default_image_size,
+               num_classes=num_classes, preprocessing_name='vgg',
+               logits_scopes=(name + '/logits',), published=published)
 
 
 def standard_resnet(resnet_fn, block_fn, depth):

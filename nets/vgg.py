@@ -28,63 +28,40 @@ _REPEATS = {
 
 def vgg_arg_scope(weight_decay=0.0005):
   """ReLU layers with zero biases and L2 decay; SAME convolutions."""
-  with slim.arg_scope([slim.conv2d, slim.fully_connected],
-                      activation_fn=tf.nn.relu,
-                      weights_regularizer=slim.l2_regularizer(weight_decay),
-                      biases_initializer=tf1.zeros_initializer()):
-    with slim.arg_scope([slim.conv2d], padding='SAME') as sc:
-      return sc
+  return fc_utils.arg_scope(weight_decay, tf1.zeros_initializer())
 
 
-def _vgg(inputs, repeats, default_scope, num_classes, is_training,
-         dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
-         global_pool):
-  """Five conv stages of `repeats` 3x3 convolutions, then fc6-fc8 as convolutions."""
-  with tf1.variable_scope(scope, default_scope, [inputs]) as sc:
-    collection = sc.original_name_scope + '_end_points'
-    with slim.arg_scope([slim.conv2d, slim.fully_connected, slim.max_pool2d],
-                        outputs_collections=collection):
-      net = inputs
-      for stage, (count, depth) in enumerate(zip(repeats, _STAGE_DEPTHS), 1):
-        # slim.repeat names the layers conv<stage>/conv<stage>_<i>.
-        net = slim.repeat(net, count, slim.conv2d, depth, [3, 3],
-                          scope='conv%d' % stage)
-        net = slim.max_pool2d(net, [2, 2], scope='pool%d' % stage)
-
-      return fc_utils.fc_head(
-          net, collection, sc.name, num_classes, is_training,
-          dropout_keep_prob, spatial_squeeze, global_pool, fc6_depth=4096,
-          fc6_kernel=[7, 7], fc6_padding=fc_conv_padding)
+def _features(repeats):
+  """Five stages of `repeats` 3x3 convolutions, each followed by a 2x2 pool."""
+  rows = []
+  for stage, (count, depth) in enumerate(zip(repeats, _STAGE_DEPTHS), 1):
+    # slim.repeat names the layers conv<stage>/conv<stage>_<i>.
+    rows += [fc_utils.layer(slim.repeat, count, slim.conv2d, depth, [3, 3],
+                            scope='conv%d' % stage),
+             fc_utils.layer(slim.max_pool2d, [2, 2], scope='pool%d' % stage)]
+  return rows
 
 
-_ARGS_DOC = """
-  Args:
-    inputs: float images [batch, height, width, channels], 224x224 for
-      classification.
-    num_classes: classes of fc8; 0 or None returns the fc7 features instead.
-    is_training: enables dropout.
-    dropout_keep_prob: probability of keeping an fc6/fc7 activation.
-    spatial_squeeze: drops the 1x1 spatial dimensions of the logits.
-    scope: variable scope of the network.
+_ARGS_DOC = fc_utils.ARGS_DOC % {
+    'size': '224x224 for classification.',
+    'more': """
     fc_conv_padding: padding of fc6; 'SAME' gives a prediction map of
-      input/32 when run fully convolutionally, 'VALID' one of input/32 - 6.
-    global_pool: averages fc7 over space first, for any input size (not
-      part of the published network).
-
-  Returns:
-    (logits or features, end_points dict keyed by scope path).
-"""
+      input/32 when run fully convolutionally, 'VALID' one of input/32 - 6."""}
 
 
 def _variant(name, configuration):
-  """TF-Slim's vgg_<name>(inputs, ...): _vgg over the variant's _REPEATS."""
+  """TF-Slim's vgg_<name>(inputs, ...): the stages of the variant's _REPEATS,
+  then fc6 7x7 to fc8."""
 
   def network(inputs, num_classes=1000, is_training=True,
               dropout_keep_prob=0.5, spatial_squeeze=True, scope=name,
               fc_conv_padding='VALID', global_pool=False):
-    return _vgg(inputs, _REPEATS[name], name, num_classes, is_training,
-                dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
-                global_pool)
+    return fc_utils.build(
+        inputs, scope, name, _features(_REPEATS[name]),
+        num_classes=num_classes, is_training=is_training,
+        dropout_keep_prob=dropout_keep_prob, spatial_squeeze=spatial_squeeze,
+        global_pool=global_pool, fc6_depth=4096, fc6_kernel=[7, 7],
+        fc6_padding=fc_conv_padding)
 
   network.__name__ = network.__qualname__ = name
   network.__doc__ = 'VGG configuration %s.\n%s' % (configuration, _ARGS_DOC)

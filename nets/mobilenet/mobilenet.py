@@ -92,13 +92,8 @@ def _scope_all(scope, default_scope):
 
 
 @slim.add_arg_scope
-def mobilenet_base(inputs,
-                   conv_defs,
-                   multiplier=1.0,
-                   final_endpoint=None,
-                   output_stride=None,
-                   use_explicit_padding=False,
-                   scope=None,
+def mobilenet_base(inputs, conv_defs, multiplier=1.0, final_endpoint=None,
+                   output_stride=None, use_explicit_padding=False, scope=None,
                    is_training=False):
   """Builds the layers of `conv_defs` on `inputs`, without the classifier.
 
@@ -278,11 +273,20 @@ def base_network(network_fn):
   return mobilenet_base
 
 
-def check_no_multiplier(kwargs, family):
-  """The families take depth_multiplier=; the builder's multiplier= would
-  silently be overridden."""
+def build_family(input_tensor, conv_defs, family, depth_multiplier,
+                 keep_last_layer, **kwargs):
+  """The body of a family's `mobilenet`: `mobilenet` over `conv_defs` thinned
+  by `depth_multiplier`, the last layer kept whole if `keep_last_layer`.
+
+  The families take depth_multiplier=, so the builder's multiplier= is
+  refused rather than silently overridden.
+  """
   if 'multiplier' in kwargs:
     raise ValueError('%s takes depth_multiplier=, not multiplier=' % family)
+  if keep_last_layer:
+    conv_defs = with_last_layer_kept(conv_defs)
+  return mobilenet(input_tensor, conv_defs=conv_defs,
+                   multiplier=depth_multiplier, **kwargs)
 
 
 def training_scope(is_training=True,

@@ -63,16 +63,10 @@ V2_DEF = dict(
 
 
 @slim.add_arg_scope
-def mobilenet(input_tensor,
-              num_classes=1001,
-              depth_multiplier=1.0,
-              scope='MobilenetV2',
-              conv_defs=None,
-              finegrain_classification_mode=False,
-              min_depth=None,
-              divisible_by=None,
-              activation_fn=None,
-              **kwargs):
+def mobilenet(input_tensor, num_classes=1001, depth_multiplier=1.0,
+              scope='MobilenetV2', conv_defs=None,
+              finegrain_classification_mode=False, min_depth=None,
+              divisible_by=None, activation_fn=None, **kwargs):
   """MobileNet v2 classifier; inference mode unless is_training=True.
 
   Args:
@@ -95,11 +89,7 @@ def mobilenet(input_tensor,
   Raises:
     ValueError: on a generic `multiplier` argument.
   """
-  if conv_defs is None:
-    conv_defs = V2_DEF
-  lib.check_no_multiplier(kwargs, 'mobilenet_v2')
-  if finegrain_classification_mode and depth_multiplier < 1:
-    conv_defs = lib.with_last_layer_kept(conv_defs)
+  conv_defs = V2_DEF if conv_defs is None else conv_defs
   if activation_fn:
     defaults = dict(conv_defs['defaults'])
     defaults[_CONV_LAYERS] = dict(defaults[_CONV_LAYERS],
@@ -110,9 +100,10 @@ def mobilenet(input_tensor,
                                   ('divisible_by', divisible_by))
                 if v is not None}
   with slim.arg_scope([lib.depth_multiplier], **depth_args):
-    return lib.mobilenet(input_tensor, num_classes=num_classes,
-                         conv_defs=conv_defs, scope=scope,
-                         multiplier=depth_multiplier, **kwargs)
+    return lib.build_family(
+        input_tensor, conv_defs, 'mobilenet_v2', depth_multiplier,
+        finegrain_classification_mode and depth_multiplier < 1,
+        num_classes=num_classes, scope=scope, **kwargs)
 
 
 mobilenet.default_image_size = 224

@@ -75,6 +75,19 @@ def mbv3_fused(ef, n, k, s=1, **kwargs):
 
 mbv3_op_se = functools.partial(mbv3_op, se=_se4)
 
+def v3_head(depth, embedding_depth):
+  """The last layers of a v3 spec: a 1x1 convolution to `depth`, an average
+  pool to 1x1, then a 1x1 convolution without batch norm (so with biases) to
+  `embedding_depth`; hard-swish activations."""
+  return [
+      op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=depth,
+         activation_fn=hard_swish),
+      op(reduce_to_1x1, default_size=7, stride=1, padding='VALID'),
+      op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=embedding_depth,
+         normalizer_fn=None, activation_fn=hard_swish),
+  ]
+
+
 DEFAULTS = {
     (ops.expanded_conv,): {'normalizer_fn': slim.batch_norm, 'residual': True},
     (slim.conv2d, slim.fully_connected, slim.separable_conv2d): {
@@ -104,37 +117,7 @@ V3_LARGE = dict(
         mbv3_op_se(ef=6, n=160, k=5, s=2, act=hard_swish),
         mbv3_op_se(ef=6, n=160, k=5, s=1, act=hard_swish),
         mbv3_op_se(ef=6, n=160, k=5, s=1, act=hard_swish),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=960,
-           activation_fn=hard_swish),
-        op(reduce_to_1x1, default_size=7, stride=1, padding='VALID'),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=1280,
-           normalizer_fn=None, activation_fn=hard_swish),
-    ])
-
-V3_LARGE_MINIMALISTIC = dict(
-    defaults=dict(DEFAULTS),
-    spec=[
-        op(slim.conv2d, stride=2, num_outputs=16, kernel_size=(3, 3)),
-        mbv3_op(ef=1, n=16, k=3),
-        mbv3_op(ef=4, n=24, k=3, s=2),
-        mbv3_op(ef=3, n=24, k=3, s=1),
-        mbv3_op(ef=3, n=40, k=3, s=2),
-        mbv3_op(ef=3, n=40, k=3, s=1),
-        mbv3_op(ef=3, n=40, k=3, s=1),
-        mbv3_op(ef=6, n=80, k=3, s=2),
-        mbv3_op(ef=2.5, n=80, k=3, s=1),
-        mbv3_op(ef=184 / 80., n=80, k=3, s=1),
-        mbv3_op(ef=184 / 80., n=80, k=3, s=1),
-        mbv3_op(ef=6, n=112, k=3, s=1),
-        mbv3_op(ef=6, n=112, k=3, s=1),
-        mbv3_op(ef=6, n=160, k=3, s=2),
-        mbv3_op(ef=6, n=160, k=3, s=1),
-        mbv3_op(ef=6, n=160, k=3, s=1),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=960),
-        op(reduce_to_1x1, default_size=7, stride=1, padding='VALID'),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=1280,
-           normalizer_fn=None),
-    ])
+    ] + v3_head(960, 1280))
 
 V3_SMALL = dict(
     defaults=dict(DEFAULTS),
@@ -152,33 +135,29 @@ V3_SMALL = dict(
         mbv3_op_se(ef=6, n=96, k=5, s=2, act=hard_swish),
         mbv3_op_se(ef=6, n=96, k=5, s=1, act=hard_swish),
         mbv3_op_se(ef=6, n=96, k=5, s=1, act=hard_swish),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=576,
-           activation_fn=hard_swish),
-        op(reduce_to_1x1, default_size=7, stride=1, padding='VALID'),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=1024,
-           normalizer_fn=None, activation_fn=hard_swish),
-    ])
+    ] + v3_head(576, 1024))
 
-V3_SMALL_MINIMALISTIC = dict(
-    defaults=dict(DEFAULTS),
-    spec=[
-        op(slim.conv2d, stride=2, num_outputs=16, kernel_size=(3, 3)),
-        mbv3_op(ef=1, n=16, k=3, s=2),
-        mbv3_op(ef=72. / 16, n=24, k=3, s=2),
-        mbv3_op(ef=88. / 24, n=24, k=3, s=1),
-        mbv3_op(ef=4, n=40, k=3, s=2),
-        mbv3_op(ef=6, n=40, k=3, s=1),
-        mbv3_op(ef=6, n=40, k=3, s=1),
-        mbv3_op(ef=3, n=48, k=3, s=1),
-        mbv3_op(ef=3, n=48, k=3, s=1),
-        mbv3_op(ef=6, n=96, k=3, s=2),
-        mbv3_op(ef=6, n=96, k=3, s=1),
-        mbv3_op(ef=6, n=96, k=3, s=1),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=576),
-        op(reduce_to_1x1, default_size=7, stride=1, padding='VALID'),
-        op(slim.conv2d, stride=1, kernel_size=[1, 1], num_outputs=1024,
-           normalizer_fn=None),
-    ])
+
+def minimalistic(conv_defs):
+  """The 'minimalistic' version of a v3 spec: ReLU for hard-swish, no
+  squeeze-and-excite, 3x3 for 5x5 depthwise kernels (same depths)."""
+  spec = []
+  for opdef in conv_defs['spec']:
+    params = dict(opdef.params)
+    if params.get('activation_fn') is hard_swish:
+      del params['activation_fn']  # the defaults' ReLU
+    if params.get('inner_activation_fn') is hard_swish:
+      params['inner_activation_fn'] = tf.nn.relu
+    if 'expansion_transform' in params:
+      params['expansion_transform'] = None
+    if tuple(params.get('kernel_size', ())) == (5, 5):
+      params['kernel_size'] = (3, 3)
+    spec.append(opdef._replace(params=params))
+  return dict(conv_defs, spec=spec)
+
+
+V3_LARGE_MINIMALISTIC = minimalistic(V3_LARGE)
+V3_SMALL_MINIMALISTIC = minimalistic(V3_SMALL)
 
 # ReLU throughout; no squeeze-and-excite. The first fused block has ef=1, so
 # it builds no expansion at all: only the 1x1 projection.
@@ -213,27 +192,20 @@ V3_EDGETPU = dict(
 
 
 @slim.add_arg_scope
-def mobilenet(input_tensor,
-              num_classes=1001,
-              depth_multiplier=1.0,
-              scope='MobilenetV3',
-              conv_defs=None,
-              finegrain_classification_mode=False,
-              **kwargs):
+def mobilenet(input_tensor, num_classes=1001, depth_multiplier=1.0,
+              scope='MobilenetV3', conv_defs=None,
+              finegrain_classification_mode=False, **kwargs):
   """MobileNet v3 classifier; inference mode unless is_training=True.
 
   Arguments and results as mobilenet_v2.mobilenet, except that `conv_defs`
   defaults to V3_LARGE and `finegrain_classification_mode` keeps the last
   layer at its full depth whatever the multiplier.
   """
-  if conv_defs is None:
-    conv_defs = V3_LARGE
-  lib.check_no_multiplier(kwargs, 'mobilenet_v3')
-  if finegrain_classification_mode:
-    conv_defs = lib.with_last_layer_kept(conv_defs)
-  return lib.mobilenet(input_tensor, num_classes=num_classes,
-                       conv_defs=conv_defs, scope=scope,
-                       multiplier=depth_multiplier, **kwargs)
+  return lib.build_family(
+      input_tensor, V3_LARGE if conv_defs is None else conv_defs,
+      'mobilenet_v3', depth_multiplier,
+      finegrain_classification_mode, num_classes=num_classes, scope=scope,
+      **kwargs)
 
 
 mobilenet.default_image_size = 224

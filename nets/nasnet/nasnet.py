@@ -190,26 +190,28 @@ def build_nasnet_cifar(images, num_classes, is_training=True, config=None,
 build_nasnet_cifar.default_image_size = 32
 
 
-def build_nasnet_mobile(images, num_classes, is_training=True,
-                        final_endpoint=None, config=None, current_step=None):
-  """NASNet-A Mobile for ImageNet (224x224). Returns (logits, end_points)."""
-  return _build(images, num_classes, is_training, config,
-                mobile_imagenet_config, 'imagenet',
-                final_endpoint=final_endpoint, current_step=current_step)
+def _imagenet_variant(name, default_config, image_size, doc):
+  """TF-Slim's build_nasnet_<mobile|large>(images, num_classes, ...): the
+  ImageNet stem and `default_config`."""
+
+  def build(images, num_classes, is_training=True, final_endpoint=None,
+            config=None, current_step=None):
+    return _build(images, num_classes, is_training, config, default_config,
+                  'imagenet', final_endpoint=final_endpoint,
+                  current_step=current_step)
+
+  build.__name__ = build.__qualname__ = name
+  build.__doc__ = doc + ' Returns (logits, end_points).'
+  build.default_image_size = image_size
+  return build
 
 
-build_nasnet_mobile.default_image_size = 224
-
-
-def build_nasnet_large(images, num_classes, is_training=True,
-                       final_endpoint=None, config=None, current_step=None):
-  """NASNet-A Large for ImageNet (331x331). Returns (logits, end_points)."""
-  return _build(images, num_classes, is_training, config,
-                large_imagenet_config, 'imagenet',
-                final_endpoint=final_endpoint, current_step=current_step)
-
-
-build_nasnet_large.default_image_size = 331
+build_nasnet_mobile = _imagenet_variant(
+    'build_nasnet_mobile', mobile_imagenet_config, 224,
+    'NASNet-A Mobile for ImageNet (224x224).')
+build_nasnet_large = _imagenet_variant(
+    'build_nasnet_large', large_imagenet_config, 331,
+    'NASNet-A Large for ImageNet (331x331).')
 
 
 logits_scopes = nasnet_utils.logits_scopes
