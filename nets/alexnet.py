@@ -43,6 +43,6 @@ alexnet_v2 = fc_utils.network(
 alexnet_v2.default_image_size = 224
 
 register_network('alexnet_v2', alexnet_v2, alexnet_v2_arg_scope,
-                 alexnet_v2.default_image_size, num_classes=1001,
+                 num_classes=1001,
                  preprocessing_name='vgg',
                  logits_scopes=('alexnet_v2/fc8',))

@@ -80,6 +80,6 @@ def cifarnet_arg_scope(weight_decay=0.004):
 
 
 register_network('cifarnet', cifarnet, cifarnet_arg_scope,
-                 cifarnet.default_image_size, num_classes=10,
+                 num_classes=10,
                  preprocessing_name='cifarnet',
                  logits_scopes=('CifarNet/logits',))

@@ -25,11 +25,10 @@ def check_data_format(data_format):
 
 def registration(network_fn):
   """What I3D and S3D-G register alike, as the registry's keyword arguments:
-  clips of `network_fn.num_frames` frames of its default_image_size, Inception
+  clips of `network_fn.num_frames` frames (of its default_image_size), Inception
   v1's classifier scope, and TF-Slim's default 1000 classes (it publishes no
   checkpoint of either)."""
-  return dict(default_image_size=network_fn.default_image_size,
-              num_frames=network_fn.num_frames, num_classes=1000,
+  return dict(num_frames=network_fn.num_frames, num_classes=1000,
               preprocessing_name='inception',
               logits_scopes=('InceptionV1/Logits',))
 

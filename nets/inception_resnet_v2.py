@@ -14,7 +14,6 @@ import tf_slim as slim
 
 import tf_compat  # noqa: F401
 from nets import inception_utils
-from nets import inception_v4
 from nets.registry import register_network
 
 tf1 = tf.compat.v1
@@ -224,7 +223,7 @@ def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
             end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
             'Conv2d_2a_5x5', 'Logits')
       # Unlike Inception-v4, dropout comes after the flatten here.
-      return inception_v4.logits_head(
+      return inception_utils.logits_head(
           net, end_points, num_classes, 'AvgPool_1a_8x8',
           lambda net: slim.dropout(slim.flatten(net), dropout_keep_prob,
                                    scope='Dropout'))
@@ -265,7 +264,6 @@ def inception_resnet_v2_arg_scope(
 
 register_network('inception_resnet_v2', inception_resnet_v2,
                  inception_resnet_v2_arg_scope,
-                 default_image_size=inception_resnet_v2.default_image_size,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionResnetV2/Logits',
                                 'InceptionResnetV2/AuxLogits'),

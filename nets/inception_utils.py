@@ -247,3 +247,22 @@ def classifier_head(net, end_points, num_classes, head, dropout_keep_prob,
   if not head.predictions_in_logits and prediction_fn:
     end_points['Predictions'] = prediction_fn(logits, scope='Predictions')
   return logits, end_points
+
+
+def logits_head(net, end_points, num_classes, pool_scope, pre_logits):
+  """The 'Logits' scope of Inception-v4 and Inception-ResNet-v2: an average
+  pool over the whole map ('global_pool'), `pre_logits` (dropout and flatten,
+  in each network's order and names: 'PreLogitsFlatten'), a fully connected
+  'Logits' layer and the softmax. Returns (logits or features, end_points).
+  """
+  with tf.compat.v1.variable_scope('Logits'):
+    net = average_whole_map(net, pool_scope)
+    end_points['global_pool'] = net
+    if not num_classes:
+      return net, end_points
+    net = end_points['PreLogitsFlatten'] = pre_logits(net)
+    logits = slim.fully_connected(net, num_classes, activation_fn=None,
+                                  scope='Logits')
+    end_points['Logits'] = logits
+    end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
+  return logits, end_points

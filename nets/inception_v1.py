@@ -182,7 +182,6 @@ inception_v1.default_image_size = 224
 inception_v1_arg_scope = inception_utils.inception_arg_scope
 
 register_network('inception_v1', inception_v1, inception_v1_arg_scope,
-                 default_image_size=inception_v1.default_image_size,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionV1/Logits',),
                  published=('inception_v1_2016_08_28.tar.gz', 69.8, 89.6))

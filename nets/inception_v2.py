@@ -254,7 +254,6 @@ inception_v2.default_image_size = 224
 inception_v2_arg_scope = inception_utils.inception_arg_scope
 
 register_network('inception_v2', inception_v2, inception_v2_arg_scope,
-                 default_image_size=inception_v2.default_image_size,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionV2/Logits',),
                  published=('inception_v2_2016_08_28.tar.gz', 73.9, 91.8))

@@ -274,7 +274,6 @@ inception_v3.default_image_size = 299
 inception_v3_arg_scope = inception_utils.inception_arg_scope
 
 register_network('inception_v3', inception_v3, inception_v3_arg_scope,
-                 default_image_size=inception_v3.default_image_size,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionV3/Logits', 'InceptionV3/AuxLogits'),
                  published=('inception_v3_2016_08_28.tar.gz', 78.0, 93.9))

@@ -220,37 +220,18 @@ def inception_v4(inputs, num_classes=1001, is_training=True,
           end_points['AuxLogits'] = inception_utils.aux_logits(
               end_points['Mixed_6h'], num_classes, 'AvgPool_1a_5x5',
               'Conv2d_2a', 'Aux_logits')
-        return logits_head(
+        return inception_utils.logits_head(
             net, end_points, num_classes, 'AvgPool_1a',
             lambda net: slim.flatten(
                 slim.dropout(net, dropout_keep_prob, scope='Dropout_1b'),
                 scope='PreLogitsFlatten'))
 
 
-def logits_head(net, end_points, num_classes, pool_scope, pre_logits):
-  """The 'Logits' scope of Inception-v4 and Inception-ResNet-v2: an average
-  pool over the whole map ('global_pool'), `pre_logits` (dropout and flatten,
-  in each network's order and names: 'PreLogitsFlatten'), a fully connected
-  'Logits' layer and the softmax. Returns (logits or features, end_points).
-  """
-  with tf1.variable_scope('Logits'):
-    net = inception_utils.average_whole_map(net, pool_scope)
-    end_points['global_pool'] = net
-    if not num_classes:
-      return net, end_points
-    net = end_points['PreLogitsFlatten'] = pre_logits(net)
-    logits = slim.fully_connected(net, num_classes, activation_fn=None,
-                                  scope='Logits')
-    end_points['Logits'] = logits
-    end_points['Predictions'] = tf.nn.softmax(logits, name='Predictions')
-  return logits, end_points
-
-
 inception_v4.default_image_size = 299
 inception_v4_arg_scope = inception_utils.inception_arg_scope
 
 register_network('inception_v4', inception_v4, inception_v4_arg_scope,
-                 default_image_size=inception_v4.default_image_size, num_classes=1001,
+                 num_classes=1001,
                  preprocessing_name='inception',
                  logits_scopes=('InceptionV4/Logits', 'InceptionV4/AuxLogits'),
                  published=('inception_v4_2016_09_09.tar.gz', 80.2, 95.2))

@@ -53,6 +53,5 @@ def lenet_arg_scope(weight_decay=0.0):
     return sc
 
 
-register_network('lenet', lenet, lenet_arg_scope, lenet.default_image_size,
-                 num_classes=10, preprocessing_name='lenet',
-                 logits_scopes=('LeNet/fc4',))
+register_network('lenet', lenet, lenet_arg_scope, num_classes=10,
+                 preprocessing_name='lenet', logits_scopes=('LeNet/fc4',))

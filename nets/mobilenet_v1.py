@@ -261,7 +261,6 @@ for _name, _fn in (('mobilenet_v1', mobilenet_v1),
                    ('mobilenet_v1_050', mobilenet_v1_050),
                    ('mobilenet_v1_025', mobilenet_v1_025)):
   register_network(_name, _fn, mobilenet_v1_arg_scope,
-                   default_image_size=mobilenet_v1.default_image_size,
                    num_classes=1001, preprocessing_name='inception',
                    logits_scopes=('MobilenetV1/Logits',),
                    # Each file name ends with the size it was trained at.

@@ -41,5 +41,5 @@ overfeat = fc_utils.network(
 overfeat.default_image_size = 231
 
 register_network('overfeat', overfeat, overfeat_arg_scope,
-                 overfeat.default_image_size, num_classes=1001,
+                 num_classes=1001,
                  preprocessing_name='vgg', logits_scopes=('overfeat/fc8',))

@@ -97,7 +97,7 @@ class NetworkInfo:
 _NETWORKS = {}
 
 
-def register_network(name, network_fn, arg_scope, default_image_size,
+def register_network(name, network_fn, arg_scope, default_image_size=None,
                      num_classes=1001, preprocessing_name='inception',
                      logits_scopes=(), num_frames=0, labels_offset=0,
                      published=None):
@@ -110,9 +110,10 @@ def register_network(name, network_fn, arg_scope, default_image_size,
   (file name, top-1 %, top-5 %) of the checkpoint as TF-Slim's README lists
   it, or None when it lists none.
 
-  The registration is where the default image size is written: it becomes
-  `network_fn.default_image_size`, which TF-Slim code reads; a function
-  that already carries another size is refused, so the two cannot drift.
+  The default image size is TF-Slim's `network_fn.default_image_size`, set
+  beside the function and read here; passed explicitly (for a function that
+  has none), it becomes that attribute, and a function that already carries
+  another size is refused, so the two cannot drift.
   """
   if name in _NETWORKS:
     raise ValueError('network name %r is registered twice' % name)
@@ -121,6 +122,11 @@ def register_network(name, network_fn, arg_scope, default_image_size,
   if not 0 <= labels_offset < num_classes:
     raise ValueError('labels_offset of %r must be in [0, %d), got %r'
                      % (name, num_classes, labels_offset))
+  if default_image_size is None:
+    default_image_size = getattr(network_fn, 'default_image_size', None)
+    if default_image_size is None:
+      raise ValueError('%r has no default_image_size: set it on the function '
+                       'or pass it' % name)
   size = int(default_image_size)
   written = getattr(network_fn, 'default_image_size', size)
   if written != size:

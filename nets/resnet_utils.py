@@ -358,7 +358,6 @@ def registrations(networks, arg_scope, num_classes, release, accuracy,
     if depth in accuracy:
       published = ('%s_%s.tar.gz' % (name, release),) + accuracy[depth]
     yield dict(info, name=name, network_fn=network, arg_scope=arg_scope,
-               default_image_size=network.default_image_size,
                num_classes=num_classes, preprocessing_name='vgg',
                logits_scopes=(name + '/logits',), published=published)
 

@@ -79,8 +79,8 @@ vgg_e = vgg_19
 
 for _fn in (vgg_a, vgg_16, vgg_19):
   # The published VGG checkpoints have 1000 classes, without a background class.
-  register_network(_fn.__name__, _fn, vgg_arg_scope, _fn.default_image_size,
-                   num_classes=1000, preprocessing_name='vgg',
+  register_network(_fn.__name__, _fn, vgg_arg_scope, num_classes=1000,
+                   preprocessing_name='vgg',
                    logits_scopes=(_fn.__name__ + '/fc8',), labels_offset=1,
                    published={
                        'vgg_16': ('vgg_16_2016_08_28.tar.gz', 71.5, 89.8),

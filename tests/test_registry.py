@@ -199,3 +199,19 @@ def test_zoo_table_has_one_row_per_network_from_its_registration():
 def test_zoo_table_refuses_a_readme_without_its_markers():
   with pytest.raises(ValueError, match=r"^notes.md has no zoo table section"):
     write_zoo_table.replace_table('# notes\n', '| x |\n', 'notes.md')
+
+
+def test_the_registration_reads_the_functions_size_and_needs_one(
+    scratch_registry):
+  def sized(images, num_classes=10, is_training=False):
+    return images, {}
+  sized.default_image_size = 64
+  registry.register_network('sized_net', sized, lambda **_: {})
+  assert nets_factory.get_info('sized_net').default_image_size == 64
+
+  def unsized(images, num_classes=10, is_training=False):
+    return images, {}
+  with pytest.raises(ValueError, match=r"'unsized_net' has no "
+                     r"default_image_size: set it on the function or pass it"):
+    registry.register_network('unsized_net', unsized, lambda **_: {})
+  assert 'unsized_net' not in nets_factory.list_models()

@@ -126,13 +126,10 @@ mobilenet_v2_035 = lib.variant(mobilenet, depth_multiplier=0.35,
 
 _LOGITS = ('MobilenetV2/Logits',)
 register_network('mobilenet_v2', mobilenet, training_scope,
-                 mobilenet.default_image_size,
                  logits_scopes=_LOGITS,
                  published=('mobilenet_v2_1.0_224.tgz', 71.9, 91.0))
 register_network('mobilenet_v2_140', mobilenet_v2_140, training_scope,
-                 mobilenet.default_image_size,
                  logits_scopes=_LOGITS,
                  published=('mobilenet_v2_1.4_224.tgz', 74.9, 92.5))
 register_network('mobilenet_v2_035', mobilenet_v2_035, training_scope,
-                 mobilenet.default_image_size,
                  logits_scopes=_LOGITS)

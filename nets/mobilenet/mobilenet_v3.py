@@ -233,5 +233,5 @@ for _name, _fn, _scope in (
     ('mobilenet_edgetpu', edge_tpu, 'MobilenetEdgeTPU'),
     ('mobilenet_edgetpu_075', edge_tpu_075, 'MobilenetEdgeTPU'),
 ):
-  register_network(_name, _fn, training_scope, mobilenet.default_image_size,
+  register_network(_name, _fn, training_scope,
                    logits_scopes=(_scope + '/Logits',))

@@ -217,11 +217,11 @@ build_nasnet_large = _imagenet_variant(
 logits_scopes = nasnet_utils.logits_scopes
 
 register_network('nasnet_cifar', build_nasnet_cifar, nasnet_cifar_arg_scope,
-                 build_nasnet_cifar.default_image_size, num_classes=10, preprocessing_name='cifarnet',
+                 num_classes=10, preprocessing_name='cifarnet',
                  logits_scopes=logits_scopes(cifar_config()))
 register_network('nasnet_mobile', build_nasnet_mobile, nasnet_mobile_arg_scope,
-                 build_nasnet_mobile.default_image_size, logits_scopes=logits_scopes(mobile_imagenet_config()),
+                 logits_scopes=logits_scopes(mobile_imagenet_config()),
                  published=('nasnet-a_mobile_04_10_2017.tar.gz', 74.0, 91.6))
 register_network('nasnet_large', build_nasnet_large, nasnet_large_arg_scope,
-                 build_nasnet_large.default_image_size, logits_scopes=logits_scopes(large_imagenet_config()),
+                 logits_scopes=logits_scopes(large_imagenet_config()),
                  published=('nasnet-a_large_04_10_2017.tar.gz', 82.7, 96.2))

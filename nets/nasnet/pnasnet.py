@@ -144,10 +144,8 @@ build_pnasnet_mobile.default_image_size = 224
 
 register_network('pnasnet_mobile', build_pnasnet_mobile,
                  pnasnet_mobile_arg_scope,
-                 build_pnasnet_mobile.default_image_size,
                  logits_scopes=nasnet_utils.logits_scopes(mobile_imagenet_config()),
                  published=('pnasnet-5_mobile_2017_12_13.tar.gz', 74.2, 91.9))
 register_network('pnasnet_large', build_pnasnet_large, pnasnet_large_arg_scope,
-                 build_pnasnet_large.default_image_size,
                  logits_scopes=nasnet_utils.logits_scopes(large_imagenet_config()),
                  published=('pnasnet-5_large_2017_12_13.tar.gz', 82.9, 96.2))
