@@ -21,10 +21,10 @@ import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
+from classification import classifier
 from datasets import dataset_utils
-from deployment import exporter
-from deployment import inference
+from serving import exporter
+from serving import inference
 
 F = flags.FLAGS
 

@@ -41,21 +41,21 @@ import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import classifier_flags
-import eval_report
-import fine_tuning
-import progress
+from classification import classifier
+from classification import eval_report
+from classification import fine_tuning
+from classification import progress
+from classification import script_flags
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment import exporter
-from deployment import inference
 from deployment import model_deploy
 from runner import estimator as est
+from serving import exporter
+from serving import inference
 
 F = flags.FLAGS
 
-classifier_flags.define_shared_flags(batch_size=100,
+script_flags.define_shared_flags(batch_size=100,
                                      dataset_split_name='test')
 flags.DEFINE_integer('max_num_batches', None,
                      'Batches to evaluate (default: the whole split once).')
@@ -246,7 +246,7 @@ def main(_):
         classifier.model_fn, checkpoint_dir(),
         config=est.RunConfig(
             log_step_count_steps=None,
-            session_config=classifier_flags.session_config()),
+            session_config=script_flags.session_config()),
         params={'classifier': params})
     evaluated = 0
     for checkpoint in checkpoints():

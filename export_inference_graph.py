@@ -27,10 +27,10 @@ import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the termin
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
 from datasets import dataset_utils
-from deployment import exporter
+from serving import exporter
 
 F = flags.FLAGS
 

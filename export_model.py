@@ -30,11 +30,11 @@ import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment import exporter
+from serving import exporter
 
 tf1 = tf.compat.v1
 F = flags.FLAGS

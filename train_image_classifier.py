@@ -24,9 +24,9 @@ import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the termin
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import classifier_flags
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
+from classification import script_flags
 from datasets import dataset_factory
 from datasets import dataset_utils
 from deployment import cluster
@@ -35,9 +35,9 @@ from runner import estimator as est
 
 F = flags.FLAGS
 
-classifier_flags.define_shared_flags(batch_size=32,
+script_flags.define_shared_flags(batch_size=32,
                                      dataset_split_name='train')
-classifier_flags.define_training_flags()
+script_flags.define_training_flags()
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory for checkpoints and event logs.')
 flags.DEFINE_integer('train_image_size', None,
@@ -93,14 +93,14 @@ def build_estimator(dataset, task):
       model_name=F.model_name,
       num_classes=dataset.num_classes - F.labels_offset,
       num_samples_per_epoch=dataset.num_samples, batch_size=F.batch_size,
-      trainable_scopes=classifier_flags.split_scopes(F.trainable_scopes),
+      trainable_scopes=script_flags.split_scopes(F.trainable_scopes),
       checkpoint_path=F.checkpoint_path,
-      checkpoint_exclude_scopes=classifier_flags.split_scopes(
+      checkpoint_exclude_scopes=script_flags.split_scopes(
           F.checkpoint_exclude_scopes),
-      optimizer=classifier_flags.optimizer_params(), deployment=deployment,
+      optimizer=script_flags.optimizer_params(), deployment=deployment,
       max_steps=F.max_number_of_steps, precision=F.precision,
       # --weight_decay, --label_smoothing, --moving_average_decay, ...
-      **classifier_flags.params_from_flags(classifier.ClassifierParams))
+      **script_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()
   if F.checkpoint_path:
     fine_tuning.resolve_checkpoint(F.checkpoint_path)
@@ -114,7 +114,7 @@ def build_estimator(dataset, task):
                            else F.save_summaries_secs),
       save_checkpoints_secs=F.save_interval_secs,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
-      session_config=classifier_flags.session_config(), cluster=task)
+      session_config=script_flags.session_config(), cluster=task)
   return est.Estimator(classifier.model_fn, F.train_dir, config=config,
                        params={'classifier': params})
 
@@ -125,7 +125,7 @@ def main(_):
     task = task_cluster()
     if task.task_type == 'ps':
       # until the process is stopped
-      task.serve_forever(classifier_flags.session_config())
+      task.serve_forever(script_flags.session_config())
       return 0
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '

@@ -1,7 +1,7 @@
 """Deploys a model on several devices ("clones") with averaged gradients.
 
 The semantics, shared by TF-Slim style training (`deploy`) and by
-`replicate_model_fn` (deployment/replicate.py):
+`replicate_model_fn` (runner/replicate.py):
   * placement: one device function per clone (`DeploymentConfig.
     device_function`) puts every variable op -- slim, tf.compat.v1.layers,
     get_variable, Keras legacy layers, optimizer slots, moving averages,

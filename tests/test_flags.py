@@ -6,9 +6,9 @@ import re
 
 from absl import flags
 
-import classifier
-import classifier_flags
-import optimization
+from classification import classifier
+from classification import optimization
+from classification import script_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
@@ -17,8 +17,8 @@ SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
 
 def _training_flags(*argv):
   values = flags.FlagValues()
-  classifier_flags.define_shared_flags(32, 'train', values)
-  classifier_flags.define_training_flags(values)
+  script_flags.define_shared_flags(32, 'train', values)
+  script_flags.define_training_flags(values)
   values(['train_image_classifier.py'] + list(argv))
   return values
 
@@ -27,7 +27,7 @@ def test_optimizer_flags_are_the_optimizer_params_fields_and_defaults():
   values = _training_flags()
   for field in dataclasses.fields(optimization.OptimizerParams):
     assert values[field.name].default == field.default, field.name
-  assert (classifier_flags.optimizer_params(values) ==
+  assert (script_flags.optimizer_params(values) ==
           optimization.OptimizerParams())
 
 
@@ -35,10 +35,10 @@ def test_given_flags_reach_the_params():
   values = _training_flags('--optimizer=adam', '--adam_beta1=0.5',
                            '--sync_replicas', '--weight_decay=0',
                            '--moving_average_decay=0.99')
-  assert classifier_flags.optimizer_params(values) == (
+  assert script_flags.optimizer_params(values) == (
       optimization.OptimizerParams(optimizer='adam', adam_beta1=0.5,
                                    sync_replicas=True))
-  assert classifier_flags.params_from_flags(
+  assert script_flags.params_from_flags(
       classifier.ClassifierParams, flag_values=values) == {
           'weight_decay': 0.0, 'label_smoothing': 0.0,
           'moving_average_decay': 0.99, 'ignore_missing_vars': False,
@@ -47,8 +47,8 @@ def test_given_flags_reach_the_params():
 
 def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
   train, evaluate = flags.FlagValues(), flags.FlagValues()
-  classifier_flags.define_shared_flags(32, 'train', train)
-  classifier_flags.define_shared_flags(100, 'test', evaluate)
+  script_flags.define_shared_flags(32, 'train', train)
+  script_flags.define_shared_flags(100, 'test', evaluate)
   train(['train']), evaluate(['eval'])
   assert (train.batch_size, train.dataset_split_name) == (32, 'train')
   assert (evaluate.batch_size, evaluate.dataset_split_name) == (100, 'test')
@@ -61,13 +61,13 @@ def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
 
 def _defined_flags(source):
   """The flags a script's source defines: its own DEFINE_* calls and the
-  classifier_flags groups it calls."""
+  script_flags groups it calls."""
   names = set(re.findall(r"DEFINE_\w+\(\s*'(\w+)'", source))
   values = flags.FlagValues()
-  if 'classifier_flags.define_shared_flags(' in source:
-    classifier_flags.define_shared_flags(1, 'train', values)
-  if 'classifier_flags.define_training_flags(' in source:
-    classifier_flags.define_training_flags(values)
+  if 'script_flags.define_shared_flags(' in source:
+    script_flags.define_shared_flags(1, 'train', values)
+  if 'script_flags.define_training_flags(' in source:
+    script_flags.define_training_flags(values)
   return names | set(values)
 
 
@@ -75,7 +75,7 @@ def _generated_reads(source):
   """The flags a script reads through the params dataclasses' fields."""
   read = set()
   for params_class, call in (
-      (optimization.OptimizerParams, 'classifier_flags.optimizer_params('),
+      (optimization.OptimizerParams, 'script_flags.optimizer_params('),
       (classifier.ClassifierParams, 'params_from_flags(classifier.'
        'ClassifierParams')):
     if call in source:
@@ -85,7 +85,7 @@ def _generated_reads(source):
 
 
 def test_every_flag_of_every_script_is_read():
-  with open(os.path.join(ROOT, 'classifier_flags.py')) as f:
+  with open(os.path.join(ROOT, 'classification', 'script_flags.py')) as f:
     shared_source = f.read()
   unread = {}
   for script in SCRIPTS:

@@ -14,10 +14,10 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-import eval_report
-import fine_tuning
-import optimization
-import progress
+from classification import eval_report
+from classification import fine_tuning
+from classification import optimization
+from classification import progress
 from datasets import reader
 from deployment import cluster
 from deployment import model_deploy

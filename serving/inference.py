@@ -1,5 +1,5 @@
 """One interface to a trained classifier, wherever it lives: a checkpoint, a
-SavedModel or a TFLite file (see deployment/exporter.py for the exports).
+SavedModel or a TFLite file (see serving/exporter.py for the exports).
 
     model = inference.open_model(saved_model='exports/lenet_digits/saved_model')
     logits = model.logits(images)               # preprocessed float images
@@ -16,9 +16,9 @@ import numpy as np
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-import classifier
-import fine_tuning
-from deployment import exporter
+from classification import classifier
+from classification import fine_tuning
+from serving import exporter
 
 tf1 = tf.compat.v1
 

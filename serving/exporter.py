@@ -36,8 +36,8 @@ import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants as constants
 
 import tf_compat  # noqa: F401
-import classifier
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
 from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from preprocessing import preprocessing_factory

@@ -15,8 +15,8 @@ import typing
 from absl import flags
 import tensorflow as tf
 
-import classifier
-import optimization
+from classification import classifier
+from classification import optimization
 from deployment import session_options
 
 tf1 = tf.compat.v1
