@@ -28,20 +28,17 @@ from classification import classifier
 from classification import fine_tuning
 from classification import script_flags
 from datasets import dataset_factory
-from datasets import dataset_utils
 from deployment import cluster
 from deployment import model_deploy
 from runner import estimator as est
 
 F = flags.FLAGS
 
-script_flags.define_shared_flags(batch_size=32,
-                                     dataset_split_name='train')
+script_flags.define_shared_flags(batch_size=32, dataset_split_name='train',
+                                 image_size_flag='train_image_size')
 script_flags.define_training_flags()
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory for checkpoints and event logs.')
-flags.DEFINE_integer('train_image_size', None,
-                     'Input size; defaults to the network\'s.')
 flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train in all.')
 flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summaries.')
 flags.DEFINE_integer('save_summaries_steps', None,
@@ -65,12 +62,6 @@ flags.DEFINE_string('ps_hosts', '', 'Comma-separated host:port of the ps.')
 flags.DEFINE_string('worker_hosts', '',
                     'Comma-separated host:port of the workers (0: chief).')
 flags.DEFINE_string('job_name', '', 'This task\'s job: ps or worker.')
-
-
-def expand_path_flags():
-  """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
-  for name in ('train_dir', 'dataset_dir', 'checkpoint_path'):
-    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
 def task_cluster():
@@ -104,9 +95,7 @@ def build_estimator(dataset, task):
   params.optimizer.validate()
   if F.checkpoint_path:
     fine_tuning.resolve_checkpoint(F.checkpoint_path)
-  if F.save_summaries_steps is not None and F.save_summaries_steps < 1:
-    raise ValueError('--save_summaries_steps must be at least 1, got %d' %
-                     F.save_summaries_steps)
+  script_flags.check_flags(at_least_one=['save_summaries_steps'])
   config = est.RunConfig(
       model_dir=F.train_dir, tf_random_seed=F.random_seed,
       save_summary_steps=F.save_summaries_steps,
@@ -131,18 +120,14 @@ def main(_):
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')
     classifier.image_network_info(F.model_name)
-    if F.dataset_dir is None:
-      raise ValueError('--dataset_dir is required')
-    expand_path_flags()
+    script_flags.check_flags(required=['dataset_dir'])
+    script_flags.expand_paths('train_dir', 'dataset_dir', 'checkpoint_path')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
     estimator = build_estimator(dataset, task)
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
-        preprocessing_name=F.preprocessing_name,
-        image_size=F.train_image_size, num_readers=F.num_readers,
-        num_preprocessing_threads=F.num_preprocessing_threads,
-        labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
+        **script_flags.input_args())
     resumed = estimator.latest_checkpoint()
     if resumed and estimator.config.is_chief:  # the chief restores
       print('Resuming from %s (step %d)' % (resumed,

@@ -2,9 +2,12 @@
 and help.
 
 train_image_classifier.py and eval_image_classifier.py call
-`define_shared_flags` with the two defaults TF-Slim's scripts disagree on
+`define_shared_flags` with the defaults TF-Slim's scripts disagree on
 (--batch_size 32 to train, 100 to evaluate; --dataset_split_name train /
-test), and define only their own flags beside it. Flags that are fields of
+test; --train_image_size / --eval_image_size), and define only their own
+flags beside it. The export scripts and classify_image.py call
+`define_network_flags` (which network, trained on which data), and all read
+them back with `network_args` and check them with `check_flags`. Flags that are fields of
 a params dataclass (the optimizer's, the model_fn's) are generated from the
 field by `define_flags_of`, so a default is written once, next to the code
 that reads it, and read back with `params_from_flags`.
@@ -17,6 +20,8 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import optimization
+from datasets import dataset_utils
+from datasets import reader
 from deployment import session_options
 
 tf1 = tf.compat.v1
@@ -31,27 +36,51 @@ TRAINING_FIELDS = ('weight_decay', 'label_smoothing', 'ignore_missing_vars',
                    'log_every_n_steps')
 
 
-def define_shared_flags(batch_size, dataset_split_name, flag_values=F):
-  """The flags of both scripts; the arguments are the script's defaults."""
+def define_network_flags(model_name=None, dataset_name=None,
+                         image_size_flag='image_size', num_classes=False,
+                         preprocessing=True, flag_values=F):
+  """The flags naming a network and the data it reads or was trained on,
+  with the script's defaults: TF-Slim's train, eval and
+  export_inference_graph default to inception_v3 on imagenet, and each
+  names its input size flag its own way (--train_image_size,
+  --eval_image_size, --image_size). num_classes: the export scripts' flag
+  for a network without a dataset; preprocessing: --preprocessing_name
+  (not for a graph whose input is preprocessed)."""
   on = {'flag_values': flag_values}
-  # Dataset.
-  flags.DEFINE_string('dataset_name', 'imagenet', 'Dataset to read (see '
-                      'datasets/dataset_factory.py).', **on)
-  flags.DEFINE_string('dataset_split_name', dataset_split_name,
-                      'Split of the dataset to read.', **on)
-  flags.DEFINE_string('dataset_dir', None,
-                      'Directory of the converted dataset.', **on)
+  flags.DEFINE_string('model_name', model_name, 'The network (see '
+                      'nets_factory.list_models()).', **on)
+  flags.DEFINE_string('dataset_name', dataset_name, 'The dataset read or '
+                      'trained on (see datasets/dataset_factory.py).', **on)
+  flags.DEFINE_string('dataset_dir', None, 'Directory of the converted '
+                      'dataset (records, labels.txt).', **on)
   flags.DEFINE_integer('labels_offset', 0, 'Subtracted from labels (1 drops '
-                       'ImageNet background).', **on)
-  flags.DEFINE_integer('num_readers', 4, 'Shards read in parallel.', **on)
-  flags.DEFINE_integer('num_preprocessing_threads', 4,
-                       'Parallel decode/preprocess calls.', **on)
-  # Network.
-  flags.DEFINE_string('model_name', 'inception_v3', 'Network to use.', **on)
-  flags.DEFINE_string('preprocessing_name', None,
-                      'Preprocessing; defaults to the network\'s.', **on)
+                       'ImageNet\'s background).', **on)
+  if num_classes:
+    flags.DEFINE_integer('num_classes', None, 'Outputs of the network, '
+                         'instead of --dataset_name.', **on)
+  flags.DEFINE_integer(image_size_flag, None,
+                       'Input size; defaults to the network\'s.', **on)
+  if preprocessing:
+    flags.DEFINE_string('preprocessing_name', None,
+                        'Preprocessing; defaults to the network\'s.', **on)
   flags.DEFINE_bool('use_grayscale', False,
                     'Whether to convert input images to grayscale.', **on)
+
+
+def define_shared_flags(batch_size, dataset_split_name, image_size_flag,
+                        flag_values=F):
+  """The flags of both scripts; the arguments are the script's defaults and
+  its name of the input size flag."""
+  on = {'flag_values': flag_values}
+  define_network_flags('inception_v3', 'imagenet', image_size_flag,
+                       flag_values=flag_values)
+  flags.DEFINE_string('dataset_split_name', dataset_split_name,
+                      'Split of the dataset to read.', **on)
+  flags.DEFINE_integer('num_readers', reader.NUM_READERS,
+                       'Shards read in parallel.', **on)
+  flags.DEFINE_integer('num_preprocessing_threads',
+                       reader.NUM_PREPROCESSING_THREADS,
+                       'Parallel decode/preprocess calls.', **on)
   define_flags_of(classifier.ClassifierParams, ['moving_average_decay'],
                   flag_values)
   # Devices.
@@ -85,6 +114,51 @@ def session_config():
     config.device_count['CPU'] = F.num_clones  # one device per clone
   return session_options.configure(config, F.precision, F.intra_op_threads,
                                    F.inter_op_threads)
+
+
+# Each script's name of the input size flag (see define_network_flags).
+IMAGE_SIZE_FLAGS = ('image_size', 'train_image_size', 'eval_image_size')
+
+
+def network_args():
+  """exporter.make_spec's keywords from define_network_flags' flags."""
+  return dict(
+      model_name=F.model_name, dataset_name=F.dataset_name,
+      dataset_dir=dataset_utils.expand_path(F.dataset_dir),
+      num_classes=F['num_classes'].value if 'num_classes' in F else None,
+      labels_offset=F.labels_offset,
+      image_size=next(F[size].value for size in IMAGE_SIZE_FLAGS if size in F),
+      preprocessing_name=(F['preprocessing_name'].value
+                          if 'preprocessing_name' in F else None),
+      use_grayscale=F.use_grayscale)
+
+
+def input_args():
+  """classifier.make_input_fn's keywords from the shared flags."""
+  args = network_args()
+  return dict(preprocessing_name=args['preprocessing_name'],
+              image_size=args['image_size'], num_readers=F.num_readers,
+              num_preprocessing_threads=F.num_preprocessing_threads,
+              labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
+
+
+def check_flags(required=(), at_least_one=()):
+  """Raises ValueError naming the first flag of `required` left empty or of
+  `at_least_one` given below 1."""
+  for name in required:
+    if not F[name].value:
+      raise ValueError('--%s is required' % name)
+  for name in at_least_one:
+    if F[name].value is not None and F[name].value < 1:
+      raise ValueError('--%s must be at least 1, got %d' % (name,
+                                                           F[name].value))
+
+
+def expand_paths(*names):
+  """`~` and $VARIABLES in the path flags `names` (the shell leaves
+  --flag=~/x alone)."""
+  for name in names:
+    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
 def _flag_type(field):

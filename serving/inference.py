@@ -18,6 +18,7 @@ import tensorflow as tf
 import tf_compat  # noqa: F401
 from classification import classifier
 from classification import fine_tuning
+from datasets import reader
 from serving import exporter
 
 tf1 = tf.compat.v1
@@ -243,7 +244,9 @@ def check_flags_agree(spec, path, **flags):
 
 
 def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
-             num_readers=4, num_preprocessing_threads=4, progress=None):
+             num_readers=reader.NUM_READERS,
+             num_preprocessing_threads=reader.NUM_PREPROCESSING_THREADS,
+             progress=None):
   """{'Accuracy', 'Recall_5', 'confusion_matrix', 'images'} of `model` on a
   dataset split (a descriptor), read and preprocessed as
   eval_image_classifier.py does for checkpoints; `progress.batch_done()` is

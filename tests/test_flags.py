@@ -1,5 +1,6 @@
 """The scripts' flags: shared ones defined once, optimizer defaults written
 once (in the params dataclasses), every flag read."""
+import ast
 import dataclasses
 import os
 import re
@@ -17,7 +18,7 @@ SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
 
 def _training_flags(*argv):
   values = flags.FlagValues()
-  script_flags.define_shared_flags(32, 'train', values)
+  script_flags.define_shared_flags(32, 'train', 'train_image_size', values)
   script_flags.define_training_flags(values)
   values(['train_image_classifier.py'] + list(argv))
   return values
@@ -47,27 +48,34 @@ def test_given_flags_reach_the_params():
 
 def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
   train, evaluate = flags.FlagValues(), flags.FlagValues()
-  script_flags.define_shared_flags(32, 'train', train)
-  script_flags.define_shared_flags(100, 'test', evaluate)
+  script_flags.define_shared_flags(32, 'train', 'train_image_size', train)
+  script_flags.define_shared_flags(100, 'test', 'eval_image_size', evaluate)
   train(['train']), evaluate(['eval'])
   assert (train.batch_size, train.dataset_split_name) == (32, 'train')
   assert (evaluate.batch_size, evaluate.dataset_split_name) == (100, 'test')
+  assert train.train_image_size is evaluate.eval_image_size is None
   shared = {name: train[name].default for name in train}
-  assert shared == dict({name: evaluate[name].default for name in evaluate},
-                        batch_size=32, dataset_split_name='train')
+  assert dict(shared, eval_image_size=None) == dict(
+      {name: evaluate[name].default for name in evaluate},
+      batch_size=32, dataset_split_name='train', train_image_size=None)
   assert (shared['dataset_name'], shared['model_name'], shared['num_readers'],
           shared['labels_offset']) == ('imagenet', 'inception_v3', 4, 0)
 
 
 def _defined_flags(source):
   """The flags a script's source defines: its own DEFINE_* calls and the
-  script_flags groups it calls."""
+  script_flags.define_* calls it makes, run on flags of their own."""
   names = set(re.findall(r"DEFINE_\w+\(\s*'(\w+)'", source))
   values = flags.FlagValues()
-  if 'script_flags.define_shared_flags(' in source:
-    script_flags.define_shared_flags(1, 'train', values)
-  if 'script_flags.define_training_flags(' in source:
-    script_flags.define_training_flags(values)
+  for node in ast.walk(ast.parse(source)):
+    if (isinstance(node, ast.Call) and
+        isinstance(node.func, ast.Attribute) and
+        getattr(node.func.value, 'id', None) == 'script_flags' and
+        node.func.attr.startswith('define_')):
+      node.keywords.append(ast.keyword('flag_values', ast.Name('values', ast.Load())))
+      call = ast.fix_missing_locations(ast.Expression(node))
+      eval(compile(call, 'script', 'eval'),  # pylint: disable=eval-used
+           {'script_flags': script_flags, 'values': values})
   return names | set(values)
 
 
@@ -81,6 +89,8 @@ def _generated_reads(source):
     if call in source:
       read |= {f.name for f in dataclasses.fields(params_class)
                if 'help' in f.metadata}
+  if re.search(r'script_flags\.(network|input)_args\(', source):
+    read |= set(script_flags.IMAGE_SIZE_FLAGS)  # whichever the script has
   return read
 
 
