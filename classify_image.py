@@ -79,7 +79,8 @@ def read_images(paths):
 def spec_from_flags():
   if not F.model_name:
     raise ValueError('--model_name is required with --checkpoint_path')
-  return exporter.make_spec(**script_flags.network_args())
+  return exporter.make_spec(**script_flags.network_args(
+      dataset_utils.expand_path(F.checkpoint_path)))
 
 
 def main(argv):

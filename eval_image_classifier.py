@@ -55,7 +55,8 @@ from serving import inference
 F = flags.FLAGS
 
 script_flags.define_shared_flags(batch_size=100, dataset_split_name='test',
-                                 image_size_flag='eval_image_size')
+                                 image_size_flag='eval_image_size',
+                                 labels_offset=None)
 flags.DEFINE_integer('max_num_batches', None,
                      'Batches to evaluate (default: the whole split once).')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
@@ -99,6 +100,15 @@ def checkpoints():
         if F.eval_timeout_secs is not None else ''))
   progress.print_now('No new checkpoint in %s for %ss: done' % (
       F.checkpoint_path, F.eval_timeout_secs))
+
+
+def first_checkpoint():
+  """The checkpoint an unset --labels_offset is inferred from: the one of
+  --checkpoint_path, or the latest of the directory followed (None before
+  training has written one)."""
+  if F.wait_for_checkpoints:
+    return tf.train.latest_checkpoint(F.checkpoint_path)
+  return fine_tuning.resolve_checkpoint(F.checkpoint_path)
 
 
 def check_follow_flags():
@@ -173,6 +183,8 @@ def evaluate_export(dataset):
       saved_model=F.saved_model, tflite_model=F.tflite_model,
       spec_from_flags=lambda: exporter.make_spec(
           **script_flags.network_args()))
+  if F.labels_offset is None:
+    F.labels_offset = model.spec.labels_offset  # the export's own
   try:
     explicit = {field: (flag, F[flag].value) for field, flag in (
         ('model_name', 'model_name'), ('image_size', 'eval_image_size'),
@@ -209,6 +221,7 @@ def main(_):
       evaluate_export(dataset)
       return 0
     check_follow_flags()
+    script_flags.resolve_labels_offset(first_checkpoint(), dataset.num_classes)
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu)
     deployment.check_devices_available()

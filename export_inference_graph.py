@@ -63,14 +63,14 @@ def main(_):
       raise ValueError('You must supply the path to save to with '
                        '--output_file')
     script_flags.check_flags(at_least_one=['batch_size'])
-    args = script_flags.network_args()
-    if F.num_classes and not F['dataset_name'].present:
-      args['dataset_name'] = None  # --num_classes instead of the default
-    spec = exporter.make_spec(**args)
     checkpoint = None
     if F.checkpoint_path:
       checkpoint = fine_tuning.resolve_checkpoint(
           dataset_utils.expand_path(F.checkpoint_path))
+    args = script_flags.network_args(checkpoint)
+    if F.num_classes and not F['dataset_name'].present:
+      args['dataset_name'] = None  # --num_classes instead of the default
+    spec = exporter.make_spec(**args)
     written = exporter.export_inference_graph(
         spec, dataset_utils.expand_path(F.output_file),
         batch_size=F.batch_size, is_training=F.is_training,

@@ -92,8 +92,8 @@ def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     check_flags()
-    spec = exporter.make_spec(**script_flags.network_args())
     checkpoint = fine_tuning.resolve_checkpoint(F.checkpoint_path)
+    spec = exporter.make_spec(**script_flags.network_args(checkpoint))
     if F.quantize == 'int8':  # the split is checked before the long part
       dataset_factory.get_dataset(F.dataset_name, F.calibration_split,
                                   F.dataset_dir)

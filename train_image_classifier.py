@@ -35,7 +35,8 @@ from runner import estimator as est
 F = flags.FLAGS
 
 script_flags.define_shared_flags(batch_size=32, dataset_split_name='train',
-                                 image_size_flag='train_image_size')
+                                 image_size_flag='train_image_size',
+                                 labels_offset=0)
 script_flags.define_training_flags()
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory for checkpoints and event logs.')

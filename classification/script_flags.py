@@ -19,6 +19,7 @@ from absl import flags
 import tensorflow as tf
 
 from classification import classifier
+from classification import fine_tuning
 from classification import optimization
 from datasets import dataset_utils
 from datasets import reader
@@ -38,14 +39,17 @@ TRAINING_FIELDS = ('weight_decay', 'label_smoothing', 'ignore_missing_vars',
 
 def define_network_flags(model_name=None, dataset_name=None,
                          image_size_flag='image_size', num_classes=False,
-                         preprocessing=True, flag_values=F):
+                         preprocessing=True, labels_offset=None,
+                         flag_values=F):
   """The flags naming a network and the data it reads or was trained on,
   with the script's defaults: TF-Slim's train, eval and
   export_inference_graph default to inception_v3 on imagenet, and each
   names its input size flag its own way (--train_image_size,
   --eval_image_size, --image_size). num_classes: the export scripts' flag
   for a network without a dataset; preprocessing: --preprocessing_name
-  (not for a graph whose input is preprocessed)."""
+  (not for a graph whose input is preprocessed); labels_offset: training's
+  0, or None for the scripts reading a checkpoint (see
+  fine_tuning.default_labels_offset)."""
   on = {'flag_values': flag_values}
   flags.DEFINE_string('model_name', model_name, 'The network (see '
                       'nets_factory.list_models()).', **on)
@@ -53,8 +57,12 @@ def define_network_flags(model_name=None, dataset_name=None,
                       'trained on (see datasets/dataset_factory.py).', **on)
   flags.DEFINE_string('dataset_dir', None, 'Directory of the converted '
                       'dataset (records, labels.txt).', **on)
-  flags.DEFINE_integer('labels_offset', 0, 'Subtracted from labels (1 drops '
-                       'ImageNet\'s background).', **on)
+  flags.DEFINE_integer(
+      'labels_offset', labels_offset, 'Subtracted from labels (1 drops '
+      'ImageNet\'s background).%s' % ('' if labels_offset is not None else
+                                       ' Unset: 1 for a VGG or ResNet v1 '
+                                       'checkpoint of one class fewer than '
+                                       'the dataset, else 0.'), **on)
   if num_classes:
     flags.DEFINE_integer('num_classes', None, 'Outputs of the network, '
                          'instead of --dataset_name.', **on)
@@ -68,12 +76,12 @@ def define_network_flags(model_name=None, dataset_name=None,
 
 
 def define_shared_flags(batch_size, dataset_split_name, image_size_flag,
-                        flag_values=F):
+                        labels_offset, flag_values=F):
   """The flags of both scripts; the arguments are the script's defaults and
   its name of the input size flag."""
   on = {'flag_values': flag_values}
   define_network_flags('inception_v3', 'imagenet', image_size_flag,
-                       flag_values=flag_values)
+                       labels_offset=labels_offset, flag_values=flag_values)
   flags.DEFINE_string('dataset_split_name', dataset_split_name,
                       'Split of the dataset to read.', **on)
   flags.DEFINE_integer('num_readers', reader.NUM_READERS,
@@ -120,9 +128,11 @@ def session_config():
 IMAGE_SIZE_FLAGS = ('image_size', 'train_image_size', 'eval_image_size')
 
 
-def network_args():
-  """exporter.make_spec's keywords from define_network_flags' flags."""
+def network_args(checkpoint=None):
+  """exporter.make_spec's keywords from define_network_flags' flags (an
+  unset --labels_offset is inferred from `checkpoint`)."""
   return dict(
+      checkpoint=checkpoint,
       model_name=F.model_name, dataset_name=F.dataset_name,
       dataset_dir=dataset_utils.expand_path(F.dataset_dir),
       num_classes=F['num_classes'].value if 'num_classes' in F else None,
@@ -131,6 +141,14 @@ def network_args():
       preprocessing_name=(F['preprocessing_name'].value
                           if 'preprocessing_name' in F else None),
       use_grayscale=F.use_grayscale)
+
+
+def resolve_labels_offset(checkpoint, dataset_classes):
+  """Sets an unset --labels_offset from `checkpoint` (see
+  fine_tuning.default_labels_offset)."""
+  if F.labels_offset is None:
+    F.labels_offset = fine_tuning.default_labels_offset(
+        F.model_name, checkpoint, dataset_classes)
 
 
 def input_args():

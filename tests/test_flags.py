@@ -18,7 +18,7 @@ SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
 
 def _training_flags(*argv):
   values = flags.FlagValues()
-  script_flags.define_shared_flags(32, 'train', 'train_image_size', values)
+  script_flags.define_shared_flags(32, 'train', 'train_image_size', 0, values)
   script_flags.define_training_flags(values)
   values(['train_image_classifier.py'] + list(argv))
   return values
@@ -48,8 +48,9 @@ def test_given_flags_reach_the_params():
 
 def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
   train, evaluate = flags.FlagValues(), flags.FlagValues()
-  script_flags.define_shared_flags(32, 'train', 'train_image_size', train)
-  script_flags.define_shared_flags(100, 'test', 'eval_image_size', evaluate)
+  script_flags.define_shared_flags(32, 'train', 'train_image_size', 0, train)
+  script_flags.define_shared_flags(100, 'test', 'eval_image_size', None,
+                                   evaluate)
   train(['train']), evaluate(['eval'])
   assert (train.batch_size, train.dataset_split_name) == (32, 'train')
   assert (evaluate.batch_size, evaluate.dataset_split_name) == (100, 'test')
@@ -57,9 +58,11 @@ def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
   shared = {name: train[name].default for name in train}
   assert dict(shared, eval_image_size=None) == dict(
       {name: evaluate[name].default for name in evaluate},
-      batch_size=32, dataset_split_name='train', train_image_size=None)
+      batch_size=32, dataset_split_name='train', train_image_size=None,
+      labels_offset=0)
   assert (shared['dataset_name'], shared['model_name'], shared['num_readers'],
           shared['labels_offset']) == ('imagenet', 'inception_v3', 4, 0)
+  assert evaluate.labels_offset is None  # inferred from the checkpoint
 
 
 def _defined_flags(source):
