@@ -6,11 +6,12 @@ train_image_classifier.py and eval_image_classifier.py call
 (--batch_size 32 to train, 100 to evaluate; --dataset_split_name train /
 test; --train_image_size / --eval_image_size), and define only their own
 flags beside it. The export scripts and classify_image.py call
-`define_network_flags` (which network, trained on which data), and all read
-them back with `network_args` and check them with `check_flags`. Flags that are fields of
-a params dataclass (the optimizer's, the model_fn's) are generated from the
-field by `define_flags_of`, so a default is written once, next to the code
-that reads it, and read back with `params_from_flags`.
+`define_network_flags` (which network, trained on which data); all read
+them back with `network_args` and check them with `check_flags`. Flags that
+are fields of a params dataclass (the optimizer's, the model_fn's) are
+generated from the field by `define_flags_of`, so a default is written
+once, next to the code that reads it, and read back with
+`params_from_flags`.
 """
 import dataclasses
 import typing

@@ -373,7 +373,8 @@ def test_scripts_expand_paths_and_take_use_grayscale(tmp_path):
 def test_eval_batch_size_0_is_one_clear_line(tmp_path):
   lines = _error_lines(tmp_path, 'eval_image_classifier.py',
                        '--dataset_name=mnist', '--dataset_dir=~/nowhere',
-                       '--batch_size=0', '--use_grayscale', '--model_name=lenet')
+                       '--batch_size=0', '--use_grayscale',
+                       '--model_name=lenet')
   assert not [line for line in lines if 'ZeroDivisionError' in line]
   assert lines[-1] == (
       'eval_image_classifier: error: --batch_size must be at least 1, got 0')

@@ -75,7 +75,8 @@ def _defined_flags(source):
         isinstance(node.func, ast.Attribute) and
         getattr(node.func.value, 'id', None) == 'script_flags' and
         node.func.attr.startswith('define_')):
-      node.keywords.append(ast.keyword('flag_values', ast.Name('values', ast.Load())))
+      node.keywords.append(
+          ast.keyword('flag_values', ast.Name('values', ast.Load())))
       call = ast.fix_missing_locations(ast.Expression(node))
       eval(compile(call, 'script', 'eval'),  # pylint: disable=eval-used
            {'script_flags': script_flags, 'values': values})
