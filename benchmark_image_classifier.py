@@ -142,11 +142,11 @@ def write_profile(job, run_metadata):
 def measure_harness(job):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  import classifier  # pylint: disable=import-outside-toplevel
-  import optimization  # pylint: disable=import-outside-toplevel
+  from classification import classifier  # pylint: disable=import-outside-toplevel
+  from classification import optimization  # pylint: disable=import-outside-toplevel
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
-  from runner import estimator as est  # pylint: disable=import-outside-toplevel
   from deployment import model_deploy  # pylint: disable=import-outside-toplevel
+  from runner import estimator as est  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
   tf1.disable_eager_execution()  # this process is a TF 1 program
 
@@ -253,7 +253,7 @@ def measure_reader(job):
   model (training's or evaluation's preprocessing) and batched."""
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  import classifier  # pylint: disable=import-outside-toplevel
+  from classification import classifier  # pylint: disable=import-outside-toplevel
   from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
   dataset = dataset_factory.get_dataset(

@@ -21,10 +21,11 @@ import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
+from classification import classifier
+from classification import script_flags
 from datasets import dataset_utils
-from deployment import exporter
-from deployment import inference
+from serving import exporter
+from serving import inference
 
 F = flags.FLAGS
 
@@ -33,17 +34,7 @@ flags.DEFINE_string('checkpoint_path', None,
 flags.DEFINE_string('saved_model', None, 'SavedModel export directory.')
 flags.DEFINE_string('tflite_model', None,
                     'TFLite model file or export directory.')
-flags.DEFINE_string('model_name', None, 'Network of --checkpoint_path.')
-flags.DEFINE_string('dataset_name', None,
-                    'Dataset trained on (classes; labels with --dataset_dir).')
-flags.DEFINE_string('dataset_dir', None, 'The converted dataset (labels.txt).')
-flags.DEFINE_integer('num_classes', None,
-                     'Outputs of the network, instead of --dataset_name.')
-flags.DEFINE_integer('labels_offset', 0, 'As in training.')
-flags.DEFINE_integer('image_size', None, 'Input size; the network\'s default.')
-flags.DEFINE_string('preprocessing_name', None,
-                    'Preprocessing; defaults to the network\'s.')
-flags.DEFINE_bool('use_grayscale', False, 'As in training.')
+script_flags.define_network_flags(num_classes=True)
 flags.DEFINE_integer('top_k', exporter.TOP_K, 'Labels printed per image.')
 flags.DEFINE_integer('batch_size', 32, 'Images classified at once.')
 
@@ -88,18 +79,14 @@ def read_images(paths):
 def spec_from_flags():
   if not F.model_name:
     raise ValueError('--model_name is required with --checkpoint_path')
-  return exporter.make_spec(
-      F.model_name, dataset_name=F.dataset_name, dataset_dir=F.dataset_dir,
-      num_classes=F.num_classes, labels_offset=F.labels_offset,
-      image_size=F.image_size, preprocessing_name=F.preprocessing_name,
-      use_grayscale=F.use_grayscale)
+  return exporter.make_spec(**script_flags.network_args(
+      dataset_utils.expand_path(F.checkpoint_path)))
 
 
 def main(argv):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
-    if F.top_k < 1 or F.batch_size < 1:
-      raise ValueError('--top_k and --batch_size must be at least 1')
+    script_flags.check_flags(at_least_one=['top_k', 'batch_size'])
     paths = image_paths(argv[1:])
     encoded = read_images(paths)
     model = quiet_tensorflow.quiet_native(  # TFLite's XNNPACK line

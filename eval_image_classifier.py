@@ -41,22 +41,22 @@ import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import classifier_flags
-import eval_report
-import fine_tuning
-import progress
+from classification import classifier
+from classification import eval_report
+from classification import fine_tuning
+from classification import progress
+from classification import script_flags
 from datasets import dataset_factory
-from datasets import dataset_utils
-from deployment import exporter
-from deployment import inference
 from deployment import model_deploy
 from runner import estimator as est
+from serving import exporter
+from serving import inference
 
 F = flags.FLAGS
 
-classifier_flags.define_shared_flags(batch_size=100,
-                                     dataset_split_name='test')
+script_flags.define_shared_flags(batch_size=100, dataset_split_name='test',
+                                 image_size_flag='eval_image_size',
+                                 labels_offset=None)
 flags.DEFINE_integer('max_num_batches', None,
                      'Batches to evaluate (default: the whole split once).')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
@@ -64,8 +64,6 @@ flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
 flags.DEFINE_string('eval_dir', None,
                     'Where summaries and CSV files go (default: '
                     '<checkpoint dir>/eval, beside the training summaries).')
-flags.DEFINE_integer('eval_image_size', None,
-                     'Input size; defaults to the network\'s.')
 flags.DEFINE_boolean('wait_for_checkpoints', False,
                      'Evaluate each new checkpoint of --checkpoint_path.')
 flags.DEFINE_integer('eval_interval_secs', 60,
@@ -79,19 +77,12 @@ flags.DEFINE_integer('stop_at_step', None,
                      'With --wait_for_checkpoints: stop after evaluating a '
                      'checkpoint of this global step or later (training\'s '
                      '--max_number_of_steps).')
-flags.DEFINE_float('log_every_n_secs', 10,
+flags.DEFINE_float('log_every_n_secs', progress.EVERY_SECS,
                    'Seconds between progress lines of an evaluation.')
 flags.DEFINE_string('saved_model', None,
                     'Evaluate this SavedModel export instead of a checkpoint.')
 flags.DEFINE_string('tflite_model', None,
                     'Evaluate this TFLite model (file or export directory).')
-
-
-def expand_path_flags():
-  """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
-  for name in ('checkpoint_path', 'eval_dir', 'dataset_dir', 'saved_model',
-               'tflite_model'):
-    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
 
 
 def checkpoints():
@@ -109,6 +100,15 @@ def checkpoints():
         if F.eval_timeout_secs is not None else ''))
   progress.print_now('No new checkpoint in %s for %ss: done' % (
       F.checkpoint_path, F.eval_timeout_secs))
+
+
+def first_checkpoint():
+  """The checkpoint an unset --labels_offset is inferred from: the one of
+  --checkpoint_path, or the latest of the directory followed (None before
+  training has written one)."""
+  if F.wait_for_checkpoints:
+    return tf.train.latest_checkpoint(F.checkpoint_path)
+  return fine_tuning.resolve_checkpoint(F.checkpoint_path)
 
 
 def check_follow_flags():
@@ -182,10 +182,9 @@ def evaluate_export(dataset):
       inference.open_model,
       saved_model=F.saved_model, tflite_model=F.tflite_model,
       spec_from_flags=lambda: exporter.make_spec(
-          F.model_name, F.dataset_name, F.dataset_dir,
-          labels_offset=F.labels_offset, image_size=F.eval_image_size,
-          preprocessing_name=F.preprocessing_name,
-          use_grayscale=F.use_grayscale))
+          **script_flags.network_args()))
+  if F.labels_offset is None:
+    F.labels_offset = model.spec.labels_offset  # the export's own
   try:
     explicit = {field: (flag, F[flag].value) for field, flag in (
         ('model_name', 'model_name'), ('image_size', 'eval_image_size'),
@@ -212,17 +211,17 @@ def main(_):
     exported = F.saved_model or F.tflite_model
     if not exported:
       classifier.image_network_info(F.model_name)
-    if F.dataset_dir is None:
-      raise ValueError('--dataset_dir is required')
-    if F.batch_size < 1:
-      raise ValueError('--batch_size must be at least 1, got %d' % F.batch_size)
-    expand_path_flags()
+    script_flags.check_flags(required=['dataset_dir'],
+                             at_least_one=['batch_size'])
+    script_flags.expand_paths('checkpoint_path', 'eval_dir', 'dataset_dir',
+                              'saved_model', 'tflite_model')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
     if exported:
       evaluate_export(dataset)
       return 0
     check_follow_flags()
+    script_flags.resolve_labels_offset(first_checkpoint(), dataset.num_classes)
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu)
     deployment.check_devices_available()
@@ -233,12 +232,8 @@ def main(_):
         deployment=deployment)
     batch = F.batch_size * F.num_clones
     input_fn = classifier.make_input_fn(
-        dataset, F.model_name, batch, is_training=False,
-        preprocessing_name=F.preprocessing_name, image_size=F.eval_image_size,
-        num_readers=F.num_readers,
-        num_preprocessing_threads=F.num_preprocessing_threads,
-        labels_offset=F.labels_offset, use_grayscale=F.use_grayscale,
-        num_epochs=1, deterministic=True)
+        dataset, F.model_name, batch, is_training=False, num_epochs=1,
+        deterministic=True, **script_flags.input_args())
     steps = F.max_num_batches or math.ceil(dataset.num_samples / batch)
     eval_dir = F.eval_dir or os.path.join(checkpoint_dir(), 'eval')
     check_eval_dir(eval_dir)
@@ -246,7 +241,7 @@ def main(_):
         classifier.model_fn, checkpoint_dir(),
         config=est.RunConfig(
             log_step_count_steps=None,
-            session_config=classifier_flags.session_config()),
+            session_config=script_flags.session_config()),
         params={'classifier': params})
     evaluated = 0
     for checkpoint in checkpoints():

@@ -27,35 +27,24 @@ import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the termin
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
+from classification import script_flags
 from datasets import dataset_utils
-from deployment import exporter
+from serving import exporter
 
 F = flags.FLAGS
 
-flags.DEFINE_string('model_name', 'inception_v3', 'The network to export.')
+script_flags.define_network_flags('inception_v3', 'imagenet',
+                                  num_classes=True, preprocessing=False)
 flags.DEFINE_boolean('is_training', False,
                      'Whether to build the training graph (dropout, batch '
                      'statistics).')
-flags.DEFINE_integer('image_size', None,
-                     'Input height and width; the network\'s default if unset.')
 flags.DEFINE_integer('batch_size', None,
                      'Batch size of the input; unset leaves it unknown.')
-flags.DEFINE_string('dataset_name', 'imagenet',
-                    'Dataset the network was trained on: its classes.')
-flags.DEFINE_integer('num_classes', None,
-                     'Classes of the network, instead of --dataset_name.')
-flags.DEFINE_integer('labels_offset', 0,
-                     'Labels subtracted in training (1 drops background).')
 flags.DEFINE_string('output_file', '', 'Where to save the GraphDef.')
-flags.DEFINE_string('dataset_dir', '',
-                    'The converted dataset, for datasets whose class count '
-                    'only its conversion knows (image_folder).')
 flags.DEFINE_bool('write_text_graphdef', False,
                   'Write the GraphDef as text (pbtxt) instead of binary.')
-flags.DEFINE_bool('use_grayscale', False,
-                  'A one-channel input, as trained with --use_grayscale.')
 flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint (file or train_dir) to freeze into the graph.')
 flags.DEFINE_bool('overwrite', False, 'Replace an existing --output_file.')
@@ -73,20 +62,15 @@ def main(_):
     if not F.output_file:
       raise ValueError('You must supply the path to save to with '
                        '--output_file')
-    if F.batch_size is not None and F.batch_size < 1:
-      raise ValueError('--batch_size must be at least 1, got %d' %
-                       F.batch_size)
-    dataset_name = None if F.num_classes and not F['dataset_name'].present \
-        else F.dataset_name
-    spec = exporter.make_spec(
-        F.model_name, dataset_name=dataset_name,
-        dataset_dir=dataset_utils.expand_path(F.dataset_dir),
-        num_classes=F.num_classes, labels_offset=F.labels_offset,
-        image_size=F.image_size, use_grayscale=F.use_grayscale)
+    script_flags.check_flags(at_least_one=['batch_size'])
     checkpoint = None
     if F.checkpoint_path:
       checkpoint = fine_tuning.resolve_checkpoint(
           dataset_utils.expand_path(F.checkpoint_path))
+    args = script_flags.network_args(checkpoint)
+    if F.num_classes and not F['dataset_name'].present:
+      args['dataset_name'] = None  # --num_classes instead of the default
+    spec = exporter.make_spec(**args)
     written = exporter.export_inference_graph(
         spec, dataset_utils.expand_path(F.output_file),
         batch_size=F.batch_size, is_training=F.is_training,

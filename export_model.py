@@ -30,31 +30,18 @@ import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
+from classification import script_flags
 from datasets import dataset_factory
-from datasets import dataset_utils
-from deployment import exporter
+from serving import exporter
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
 
 flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint file, or a train_dir (its latest checkpoint).')
-flags.DEFINE_string('model_name', None, 'The network the checkpoint is of.')
-flags.DEFINE_string('dataset_name', None,
-                    'Dataset trained on: classes and label names.')
-flags.DEFINE_string('dataset_dir', None,
-                    'The converted dataset: label names, calibration images.')
-flags.DEFINE_integer('num_classes', None,
-                     'Outputs of the network, instead of --dataset_name.')
-flags.DEFINE_integer('labels_offset', 0,
-                     'As in training (1 drops ImageNet\'s background).')
-flags.DEFINE_integer('image_size', None, 'Input size; defaults to the '
-                     'network\'s.')
-flags.DEFINE_string('preprocessing_name', None,
-                    'Preprocessing; defaults to the network\'s.')
-flags.DEFINE_bool('use_grayscale', False, 'As in training.')
+script_flags.define_network_flags(num_classes=True)
 flags.DEFINE_string('export_dir', None, 'Directory to write.')
 flags.DEFINE_enum('format', 'saved_model', exporter.FORMATS, 'What to write.')
 flags.DEFINE_enum('quantize', 'none', exporter.QUANTIZE,
@@ -87,11 +74,9 @@ def calibration_images(spec):
 
 
 def check_flags():
-  for name in ('checkpoint_path', 'model_name', 'export_dir'):
-    if not getattr(F, name):
-      raise ValueError('--%s is required' % name)
-  for name in ('checkpoint_path', 'dataset_dir', 'export_dir'):
-    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
+  script_flags.check_flags(
+      required=['checkpoint_path', 'model_name', 'export_dir'])
+  script_flags.expand_paths('checkpoint_path', 'dataset_dir', 'export_dir')
   if F.format != 'tflite' and F.quantize != 'none':
     raise ValueError('--quantize=%s applies to --format=tflite only' %
                      F.quantize)
@@ -99,8 +84,7 @@ def check_flags():
     if not (F.dataset_name and F.dataset_dir):
       raise ValueError('--quantize=int8 calibrates on the dataset: pass '
                        '--dataset_name and --dataset_dir')
-    if F.num_calibration_images < 1:
-      raise ValueError('--num_calibration_images must be at least 1')
+    script_flags.check_flags(at_least_one=['num_calibration_images'])
   exporter.check_destination(F.export_dir, F.overwrite)
 
 
@@ -108,12 +92,8 @@ def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     check_flags()
-    spec = exporter.make_spec(
-        F.model_name, dataset_name=F.dataset_name, dataset_dir=F.dataset_dir,
-        num_classes=F.num_classes, labels_offset=F.labels_offset,
-        image_size=F.image_size, preprocessing_name=F.preprocessing_name,
-        use_grayscale=F.use_grayscale)
     checkpoint = fine_tuning.resolve_checkpoint(F.checkpoint_path)
+    spec = exporter.make_spec(**script_flags.network_args(checkpoint))
     if F.quantize == 'int8':  # the split is checked before the long part
       dataset_factory.get_dataset(F.dataset_name, F.calibration_split,
                                   F.dataset_dir)

@@ -20,10 +20,10 @@ import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the termin
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
+from classification import classifier
 from datasets import dataset_factory
 from datasets import dataset_utils
-from deployment import exporter
+from serving import exporter
 
 tf1 = tf.compat.v1
 F = flags.FLAGS

@@ -24,24 +24,22 @@ import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the termin
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-import classifier
-import classifier_flags
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
+from classification import script_flags
 from datasets import dataset_factory
-from datasets import dataset_utils
 from deployment import cluster
 from deployment import model_deploy
 from runner import estimator as est
 
 F = flags.FLAGS
 
-classifier_flags.define_shared_flags(batch_size=32,
-                                     dataset_split_name='train')
-classifier_flags.define_training_flags()
+script_flags.define_shared_flags(batch_size=32, dataset_split_name='train',
+                                 image_size_flag='train_image_size',
+                                 labels_offset=0)
+script_flags.define_training_flags()
 flags.DEFINE_string('train_dir', '/tmp/tfmodel/',
                     'Directory for checkpoints and event logs.')
-flags.DEFINE_integer('train_image_size', None,
-                     'Input size; defaults to the network\'s.')
 flags.DEFINE_integer('max_number_of_steps', None, 'Steps to train in all.')
 flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summaries.')
 flags.DEFINE_integer('save_summaries_steps', None,
@@ -72,12 +70,6 @@ flags.DEFINE_string('worker_hosts', '',
 flags.DEFINE_string('job_name', '', 'This task\'s job: ps or worker.')
 
 
-def expand_path_flags():
-  """`~` and $VARIABLES in path flags (the shell leaves --flag=~/x alone)."""
-  for name in ('train_dir', 'dataset_dir', 'checkpoint_path'):
-    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
-
-
 def task_cluster():
   return cluster.Cluster.from_flags(
       F.ps_hosts, F.worker_hosts, F.job_name, F.task, master=F.master,
@@ -99,20 +91,18 @@ def build_estimator(dataset, task):
       model_name=F.model_name,
       num_classes=dataset.num_classes - F.labels_offset,
       num_samples_per_epoch=dataset.num_samples, batch_size=F.batch_size,
-      trainable_scopes=classifier_flags.split_scopes(F.trainable_scopes),
+      trainable_scopes=script_flags.split_scopes(F.trainable_scopes),
       checkpoint_path=F.checkpoint_path,
-      checkpoint_exclude_scopes=classifier_flags.split_scopes(
+      checkpoint_exclude_scopes=script_flags.split_scopes(
           F.checkpoint_exclude_scopes),
-      optimizer=classifier_flags.optimizer_params(), deployment=deployment,
+      optimizer=script_flags.optimizer_params(), deployment=deployment,
       max_steps=F.max_number_of_steps, precision=F.precision,
       # --weight_decay, --label_smoothing, --moving_average_decay, ...
-      **classifier_flags.params_from_flags(classifier.ClassifierParams))
+      **script_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()
   if F.checkpoint_path:
     fine_tuning.resolve_checkpoint(F.checkpoint_path)
-  if F.save_summaries_steps is not None and F.save_summaries_steps < 1:
-    raise ValueError('--save_summaries_steps must be at least 1, got %d' %
-                     F.save_summaries_steps)
+  script_flags.check_flags(at_least_one=['save_summaries_steps'])
   config = est.RunConfig(
       model_dir=F.train_dir, tf_random_seed=F.random_seed,
       save_summary_steps=F.save_summaries_steps,
@@ -120,7 +110,7 @@ def build_estimator(dataset, task):
                            else F.save_summaries_secs),
       save_checkpoints_secs=F.save_interval_secs,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
-      session_config=classifier_flags.session_config(), cluster=task)
+      session_config=script_flags.session_config(), cluster=task)
   return est.Estimator(classifier.model_fn, F.train_dir, config=config,
                        params={'classifier': params})
 
@@ -131,24 +121,20 @@ def main(_):
     task = task_cluster()
     if task.task_type == 'ps':
       # until the process is stopped
-      task.serve_forever(classifier_flags.session_config())
+      task.serve_forever(script_flags.session_config())
       return 0
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')
     classifier.image_network_info(F.model_name)
-    if F.dataset_dir is None:
-      raise ValueError('--dataset_dir is required')
-    expand_path_flags()
+    script_flags.check_flags(required=['dataset_dir'])
+    script_flags.expand_paths('train_dir', 'dataset_dir', 'checkpoint_path')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
     estimator = build_estimator(dataset, task)
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
-        preprocessing_name=F.preprocessing_name,
-        image_size=F.train_image_size, num_readers=F.num_readers,
-        num_preprocessing_threads=F.num_preprocessing_threads,
-        labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
+        **script_flags.input_args())
     resumed = estimator.latest_checkpoint()
     if resumed and estimator.config.is_chief:  # the chief restores
       print('Resuming from %s (step %d)' % (resumed,

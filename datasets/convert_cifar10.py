@@ -110,7 +110,7 @@ def make_conversion(options):
   batches, source = _read_batches(options.source_dir, options.download)
   names = batches['batches.meta'].get('label_names') or CLASS_NAMES
   names = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
-  arrays, splits = {}, []
+  arrays = {}
   for split_name, batch_names in BATCHES.items():
     parts = [_images_and_labels(batches[b], b) for b in batch_names]
     images = np.concatenate([p[0] for p in parts])
@@ -119,20 +119,7 @@ def make_conversion(options):
       raise dataset_utils.ConversionError('%s %s holds labels outside 0..%d'
                                           % (source, split_name, len(names) - 1))
     arrays[split_name] = images, labels
-    splits.append(converters.Split(
-        split_name, [(split_name, i) for i in range(len(images))],
-        converters.shard_count(options.num_shards, DEFAULT_SHARDS[split_name],
-                               len(images))))
-
-  def to_example(item):
-    split_name, index = item
-    images, labels = arrays[split_name]
-    label = int(labels[index])
-    return dataset_utils.image_to_tfexample(
-        dataset_utils.encode_png(images[index]), b'png', 32, 32, label, names[label])
-
   source_size = os.path.getsize(source) if os.path.isfile(source) else 0
-  return converters.Conversion(
-      dataset_name='cifar10', splits=tuple(splits), to_example=to_example,
-      labels_to_names=dict(enumerate(names)), num_classes=len(names),
-      source_id=repr((os.path.basename(source), source_size)))
+  return converters.array_conversion(
+      'cifar10', arrays, names, options.num_shards, DEFAULT_SHARDS,
+      repr((os.path.basename(source), source_size)))

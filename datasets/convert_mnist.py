@@ -77,7 +77,7 @@ def read_idx(path, magic):
 
 
 def make_conversion(options):
-  arrays, splits, source_id = {}, [], []
+  arrays, source_id = {}, []
   for split_name, (images_file, labels_file) in FILES.items():
     images_path = _locate(options.source_dir, images_file, options.download)
     labels_path = _locate(options.source_dir, labels_file, options.download)
@@ -92,20 +92,6 @@ def make_conversion(options):
     arrays[split_name] = images, labels
     source_id += [(os.path.basename(p), os.path.getsize(p))
                   for p in (images_path, labels_path)]
-    splits.append(converters.Split(
-        split_name, [(split_name, i) for i in range(len(images))],
-        converters.shard_count(options.num_shards, DEFAULT_SHARDS[split_name],
-                               len(images))))
-
-  def to_example(item):
-    split_name, index = item
-    images, labels = arrays[split_name]
-    image, label = images[index], int(labels[index])
-    return dataset_utils.image_to_tfexample(
-        dataset_utils.encode_png(image), b'png', image.shape[0], image.shape[1],
-        label, CLASS_NAMES[label])
-
-  return converters.Conversion(
-      dataset_name='mnist', splits=tuple(splits), to_example=to_example,
-      labels_to_names=dict(enumerate(CLASS_NAMES)), num_classes=len(CLASS_NAMES),
-      source_id=repr(source_id))
+  return converters.array_conversion(
+      'mnist', arrays, CLASS_NAMES, options.num_shards, DEFAULT_SHARDS,
+      repr(source_id))

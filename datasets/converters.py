@@ -84,6 +84,30 @@ def shard_count(requested, default, num_items):
   return max(1, min(int(requested or default), num_items))
 
 
+def array_conversion(dataset_name, arrays, names, num_shards, default_shards,
+                     source_id):
+  """The Conversion of images held in memory to PNG records: `arrays` is
+  {split: (uint8 images [N, H, W(, C)], labels)} in split order, `names` the
+  label names, `default_shards` {split: shards} unless `num_shards`."""
+  splits = tuple(
+      Split(name, [(name, i) for i in range(len(images))],
+            shard_count(num_shards, default_shards[name], len(images)))
+      for name, (images, _) in arrays.items())
+
+  def to_example(item):
+    split_name, index = item
+    images, labels = arrays[split_name]
+    image, label = images[index], int(labels[index])
+    return dataset_utils.image_to_tfexample(
+        dataset_utils.encode_png(image), b'png', image.shape[0],
+        image.shape[1], label, names[label])
+
+  return Conversion(dataset_name=dataset_name, splits=splits,
+                    to_example=to_example,
+                    labels_to_names=dict(enumerate(names)),
+                    num_classes=len(names), source_id=source_id)
+
+
 def convert(dataset_name, dataset_dir, source_dir=None, download=False,
             num_shards=None, validation_fraction=0.1, seed=0, num_threads=None,
             stream=None):

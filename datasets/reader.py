@@ -15,10 +15,16 @@ import tensorflow as tf
 from datasets import dataset_factory
 
 DEFAULT_SHUFFLE_BUFFER = 10000
+# TF-Slim's --num_readers and --num_preprocessing_threads, the defaults of
+# every reading function and of the flags.
+NUM_READERS = 4
+NUM_PREPROCESSING_THREADS = 4
 
 
 def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
-                 num_readers=4, num_preprocessing_threads=4, num_epochs=None,
+                 num_readers=NUM_READERS,
+                 num_preprocessing_threads=NUM_PREPROCESSING_THREADS,
+                 num_epochs=None,
                  shuffle=None, seed=None, deterministic=False, labels_offset=0,
                  drop_remainder=False, shuffle_buffer_size=None,
                  image_summaries=True):

@@ -1,7 +1,7 @@
 """Deploys a model on several devices ("clones") with averaged gradients.
 
 The semantics, shared by TF-Slim style training (`deploy`) and by
-`replicate_model_fn` (deployment/replicate.py):
+`replicate_model_fn` (runner/replicate.py):
   * placement: one device function per clone (`DeploymentConfig.
     device_function`) puts every variable op -- slim, tf.compat.v1.layers,
     get_variable, Keras legacy layers, optimizer slots, moving averages,
@@ -522,20 +522,20 @@ def scalar_summary(tag, tensor):
   makes unique (a histogram of variable 'a/w' becomes 'a/w_1'); the summary
   ops themselves take any tag, so the tag is the one asked for.
   """
-  with tf1.get_default_graph().name_scope(''):
-    summary = tf.raw_ops.ScalarSummary(
-        tags=tag, values=tf.cast(tensor, tf.float32),
-        name=_summary_op_name(tag))
-  tf1.add_to_collection(tf1.GraphKeys.SUMMARIES, summary)
-  return summary
+  return _summary(tf.raw_ops.ScalarSummary, 'tags', tag, tensor)
 
 
 def histogram_summary(tag, tensor):
   """A histogram summary tagged exactly `tag` (see `scalar_summary`)."""
+  return _summary(tf.raw_ops.HistogramSummary, 'tag', tag, tensor)
+
+
+def _summary(summary_op, tag_arg, tag, tensor):
+  """summary_op(<tag_arg>=tag) on float32 values, outside any name scope,
+  added to the SUMMARIES collection."""
   with tf1.get_default_graph().name_scope(''):
-    summary = tf.raw_ops.HistogramSummary(
-        tag=tag, values=tf.cast(tensor, tf.float32),
-        name=_summary_op_name(tag))
+    summary = summary_op(**{tag_arg: tag}, values=tf.cast(tensor, tf.float32),
+                         name=_summary_op_name(tag))
   tf1.add_to_collection(tf1.GraphKeys.SUMMARIES, summary)
   return summary
 

@@ -13,15 +13,13 @@ summarised as 'image' and, in training, the cropped and flipped image as
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from preprocessing import channels
 
 _PADDING = 4
 
 
 def _to_float(image, use_grayscale):
-  image = tf.cast(image, tf.float32)
-  if use_grayscale and image.shape[-1] == 3:
-    image = tf.image.rgb_to_grayscale(image)
-  return image
+  return channels.maybe_grayscale(tf.cast(image, tf.float32), use_grayscale)
 
 
 def _summarize(name, image, add_image_summaries):
@@ -36,10 +34,10 @@ def preprocess_for_train(image, output_height, output_width, padding=_PADDING,
   image = _to_float(image, use_grayscale)
   if padding > 0:
     image = tf.pad(image, [[padding, padding], [padding, padding], [0, 0]])
-  channels = image.shape[-1]
-  if channels is None:
-    channels = tf.shape(image)[-1]
-  image = tf.image.random_crop(image, [output_height, output_width, channels])
+  depth = image.shape[-1]
+  if depth is None:
+    depth = tf.shape(image)[-1]
+  image = tf.image.random_crop(image, [output_height, output_width, depth])
   image = tf.image.random_flip_left_right(image)
   _summarize('distorted_image', image, add_image_summaries)
   # The two adjustments do not commute; TF-Slim applies them in this order.

@@ -21,6 +21,7 @@ evaluated with.
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from preprocessing import channels
 
 tf1 = tf.compat.v1
 
@@ -46,14 +47,6 @@ _DISTORTIONS = {
 _RGB_ONLY = ('saturation', 'hue')
 
 
-def _num_channels(image):
-  channels = image.shape[-1]
-  if channels is None:
-    raise ValueError('the channel count of %s must be known; decode images '
-                     'with an explicit number of channels' % image)
-  return int(channels)
-
-
 def apply_with_random_selector(x, func, num_cases):
   """func(x, case) for a case drawn uniformly from range(num_cases) at run time.
 
@@ -76,7 +69,7 @@ def distort_color(image, color_ordering=0, fast_mode=True, scope=None):
   orderings = _FAST_ORDERINGS if fast_mode else _FULL_ORDERINGS
   if not 0 <= color_ordering <= 3:
     raise ValueError('color_ordering must be in [0, 3], got %r' % color_ordering)
-  rgb = _num_channels(image) == 3
+  rgb = channels.num_channels(image) == 3
   with tf1.name_scope(scope, 'distort_color', [image]):
     for name in orderings[min(color_ordering, len(orderings) - 1)]:
       if rgb or name not in _RGB_ONLY:
@@ -110,12 +103,6 @@ def distorted_bounding_box_crop(image, bbox, min_object_covered=0.1,
     # The dynamic slice loses the static channel count.
     cropped.set_shape([None, None, image.shape[-1]])
     return cropped, crop_box
-
-
-def _maybe_grayscale(image, use_grayscale):
-  if use_grayscale and _num_channels(image) == 3:
-    return tf.image.rgb_to_grayscale(image)
-  return image
 
 
 def _to_signed_unit_range(image):
@@ -170,7 +157,7 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
         num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
     if add_image_summaries:
       tf1.summary.image('final_distorted_image', tf.expand_dims(image, 0))
-    image = _maybe_grayscale(image, use_grayscale)
+    image = channels.maybe_grayscale(image, use_grayscale)
     return _to_signed_unit_range(image)
 
 
@@ -183,7 +170,7 @@ def preprocess_for_eval(image, height, width, central_fraction=0.875,
   with tf1.name_scope(scope, 'eval_image', [image, height, width]):
     if image.dtype != tf.float32:
       image = tf.image.convert_image_dtype(image, dtype=tf.float32)
-    image = _maybe_grayscale(image, use_grayscale)
+    image = channels.maybe_grayscale(image, use_grayscale)
     if central_crop and central_fraction:
       image = tf.image.central_crop(image, central_fraction=central_fraction)
     if height and width:

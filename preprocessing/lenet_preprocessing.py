@@ -11,6 +11,7 @@ centred when upsampling. Pixel values are taken to be in [0, 255].
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from preprocessing import channels
 
 
 def _has_size(image, height, width):
@@ -33,9 +34,7 @@ def preprocess_image(image, output_height, output_width, is_training=False,
     float32 [output_height, output_width, channels] image in [-1, 1).
   """
   del is_training, bbox, add_image_summaries
-  image = tf.cast(image, tf.float32)
-  if use_grayscale and image.shape[-1] == 3:
-    image = tf.image.rgb_to_grayscale(image)
+  image = channels.maybe_grayscale(tf.cast(image, tf.float32), use_grayscale)
   if not _has_size(image, output_height, output_width):
     image = tf.image.resize(image, [output_height, output_width],
                             method=tf.image.ResizeMethod.BILINEAR)

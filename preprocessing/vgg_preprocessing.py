@@ -21,6 +21,7 @@ TF-Slim's VGG preprocessing (it writes no summaries and uses no boxes).
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from preprocessing import channels
 
 tf1 = tf.compat.v1
 
@@ -36,27 +37,19 @@ _RESIZE_SIDE_MIN = 256
 _RESIZE_SIDE_MAX = 512
 
 
-def _num_channels(image):
-  channels = image.shape[-1]
-  if channels is None:
-    raise ValueError('the channel count of %s must be known; decode images '
-                     'with an explicit number of channels' % image)
-  return int(channels)
-
-
 def _mean_image_subtraction(image, means):
   """Subtracts means[c] from channel c of a [height, width, C] image."""
   if image.shape.ndims != 3:
     raise ValueError('image must be [height, width, channels], got %s'
                      % image.shape)
-  if len(means) != _num_channels(image):
+  if len(means) != channels.num_channels(image):
     raise ValueError('%d means for a %d-channel image'
-                     % (len(means), _num_channels(image)))
+                     % (len(means), channels.num_channels(image)))
   return image - tf.constant(means, dtype=image.dtype)
 
 
 def _channel_means(image):
-  if _num_channels(image) == 1:
+  if channels.num_channels(image) == 1:
     return [_GRAY_MEAN]
   return [_R_MEAN, _G_MEAN, _B_MEAN]
 
@@ -92,12 +85,6 @@ def _central_crop(image, crop_height, crop_width):
                                        crop_width)
 
 
-def _maybe_grayscale(image, use_grayscale):
-  if use_grayscale and _num_channels(image) == 3:
-    return tf.image.rgb_to_grayscale(image)
-  return image
-
-
 def preprocess_for_train(image, output_height, output_width,
                          resize_side_min=_RESIZE_SIDE_MIN,
                          resize_side_max=_RESIZE_SIDE_MAX,
@@ -106,10 +93,10 @@ def preprocess_for_train(image, output_height, output_width,
   resize_side = tf1.random_uniform([], minval=resize_side_min,
                                    maxval=resize_side_max + 1, dtype=tf.int32)
   image = _aspect_preserving_resize(image, resize_side)
-  channels = _num_channels(image)
-  image = tf.image.random_crop(image, [output_height, output_width, channels])
+  depth = channels.num_channels(image)
+  image = tf.image.random_crop(image, [output_height, output_width, depth])
   image = tf.cast(image, tf.float32)
-  image = _maybe_grayscale(image, use_grayscale)
+  image = channels.maybe_grayscale(image, use_grayscale)
   image = tf.image.random_flip_left_right(image)
   return _mean_image_subtraction(image, _channel_means(image))
 
@@ -121,7 +108,7 @@ def preprocess_for_eval(image, output_height, output_width, resize_side,
   image = _central_crop(image, output_height, output_width)
   image.set_shape([output_height, output_width, image.shape[-1]])
   image = tf.cast(image, tf.float32)
-  image = _maybe_grayscale(image, use_grayscale)
+  image = channels.maybe_grayscale(image, use_grayscale)
   return _mean_image_subtraction(image, _channel_means(image))
 
 

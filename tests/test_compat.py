@@ -31,7 +31,7 @@ def _run(first_import):
 @pytest.mark.parametrize('module', [
     'nets.nets_factory', 'nets.lenet', 'datasets.dataset_factory',
     'preprocessing.preprocessing_factory', 'deployment.model_deploy',
-    'runner.estimator', 'classifier', 'tf_compat'])
+    'runner.estimator', 'classification.classifier', 'tf_compat'])
 def test_slim_batch_norm_and_optimize_loss_work_after_any_project_import(
     module):
   result = _run('import ' + module)
@@ -85,9 +85,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 %(keras_before)s
-from nets import nets_factory
-import classifier  # noqa: F401
+from classification import classifier  # noqa: F401
 from deployment import model_deploy
+from nets import nets_factory
 from runner import estimator
 %(keras_after)s
 tf1 = tf.compat.v1

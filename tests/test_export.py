@@ -14,12 +14,12 @@ import PIL.Image
 import pytest
 import tensorflow as tf
 
-import classifier
-import optimization
+from classification import classifier
+from classification import optimization
 from datasets import converters, dataset_factory, dataset_utils
-from runner import estimator as est
-from deployment import exporter, inference
 from nets import nets_factory
+from runner import estimator as est
+from serving import exporter, inference
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -259,7 +259,8 @@ def test_saved_model_loads_in_a_fresh_eager_process_without_the_project(
       np.testing.assert_allclose(out['probabilities'].numpy().sum(1), 1,
                                  atol=1e-5)
       print('OK', sorted(m for m in sys.modules if m.split('.')[0] in
-                         ('classifier', 'nets', 'deployment', 'datasets')))
+                         ('classification', 'serving', 'nets', 'deployment',
+                          'runner', 'datasets')))
       ''' % saved_model)
   env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
   env['TF_CPP_MIN_LOG_LEVEL'] = '3'

@@ -19,6 +19,8 @@ BASES = {
     'inception_v2': (inception_v2.inception_v2_base, 224, 'Mixed_5c', 1024),
     'inception_v3': (inception_v3.inception_v3_base, 299, 'Mixed_7c', 2048),
 }
+INCEPTIONS = (inception_v1.inception_v1, inception_v2.inception_v2,
+              inception_v3.inception_v3)
 
 
 def _images(size, batch=2, channels=3):
@@ -113,41 +115,33 @@ def test_inception_v3_without_aux_logits():
   assert not [n for n in names if 'AuxLogits' in n]
 
 
-@pytest.mark.parametrize('net_fn,size,pool_end_point', [
-    (inception_v1.inception_v1, 224, 'AvgPool_0a_7x7'),
-    (inception_v2.inception_v2, 224, 'AvgPool_1a'),
-    (inception_v3.inception_v3, 299, 'AvgPool_1a'),
-])
+@pytest.mark.parametrize('net_fn,pool_end_point', zip(
+    INCEPTIONS, ('AvgPool_0a_7x7', 'AvgPool_1a', 'AvgPool_1a')))
 def test_zero_classes_returns_pooled_features_without_classifiers(
-    net_fn, size, pool_end_point):
+    net_fn, pool_end_point):
   with tf.Graph().as_default():
-    features, end_points = net_fn(_images(size), num_classes=0)
+    features, end_points = net_fn(_images(net_fn.default_image_size),
+                                  num_classes=0)
     names = _variable_names()
   assert features is end_points[pool_end_point]
   assert 'Logits' not in end_points and 'AuxLogits' not in end_points
   assert not [n for n in names if 'Logits' in n]
 
 
-@pytest.mark.parametrize('net_fn,size', [
-    (inception_v1.inception_v1, 256),
-    (inception_v2.inception_v2, 256),
-    (inception_v3.inception_v3, 320),
-])
-def test_global_pool_takes_other_input_sizes(net_fn, size):
+@pytest.mark.parametrize('net_fn', INCEPTIONS)
+def test_global_pool_takes_other_input_sizes(net_fn):
   with tf.Graph().as_default():
-    logits, end_points = net_fn(_images(size), num_classes=5, global_pool=True)
+    logits, end_points = net_fn(_images(net_fn.default_image_size + 32),
+                                num_classes=5, global_pool=True)
   assert end_points['global_pool'].shape.as_list()[1:3] == [1, 1]
   assert logits.shape.as_list() == [2, 5]
 
 
-@pytest.mark.parametrize('net_fn,size', [
-    (inception_v1.inception_v1, 224),
-    (inception_v2.inception_v2, 224),
-])
-def test_no_spatial_squeeze_keeps_4d_logits(net_fn, size):
+@pytest.mark.parametrize('net_fn', INCEPTIONS[:2])
+def test_no_spatial_squeeze_keeps_4d_logits(net_fn):
   with tf.Graph().as_default():
-    logits, end_points = net_fn(_images(size), num_classes=5,
-                                spatial_squeeze=False)
+    logits, end_points = net_fn(_images(net_fn.default_image_size),
+                                num_classes=5, spatial_squeeze=False)
   assert logits.shape.as_list() == [2, 1, 1, 5]
   assert end_points['Predictions'].shape.as_list() == [2, 1, 1, 5]
 
@@ -196,12 +190,9 @@ def test_without_root_block_inputs_feed_the_first_module(base_fn, first_mixed):
   assert not [e for e in end_points if e.startswith(('Conv2d', 'MaxPool_2', 'MaxPool_3'))]
 
 
-@pytest.mark.parametrize('net_fn,size', [
-    (inception_v1.inception_v1, 224),
-    (inception_v2.inception_v2, 224),
-    (inception_v3.inception_v3, 299),
-])
-def test_reuse_shares_every_variable(net_fn, size):
+@pytest.mark.parametrize('net_fn', INCEPTIONS)
+def test_reuse_shares_every_variable(net_fn):
+  size = net_fn.default_image_size
   with tf.Graph().as_default():
     with slim.arg_scope(inception_utils.inception_arg_scope()):
       net_fn(_images(size), num_classes=5)

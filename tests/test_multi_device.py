@@ -6,10 +6,10 @@ import tensorflow as tf
 import tf_keras
 import tf_slim as slim
 
-from runner import estimator as est
 from deployment import cluster
 from deployment import model_deploy
-from deployment.replicate import replicate_model_fn
+from runner import estimator as est
+from runner.replicate import replicate_model_fn
 
 tf1 = tf.compat.v1
 CPUS = tf1.ConfigProto(device_count={'CPU': 3}, allow_soft_placement=True)

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import write_zoo_table
+from classification import fine_tuning
 from datasets import converters, dataset_factory
 from nets import lenet, nets_factory, registry
 
@@ -133,6 +134,37 @@ def test_a_forgotten_labels_offset_is_named():
   assert scopes == ('resnet_v1_50/logits',)
   assert why.endswith("; on ImageNet records, --labels_offset=1 keeps the "
                       "checkpoint's classifier")
+
+
+def _classifier_only_checkpoint(path, bias_name, classes):
+  """A checkpoint holding just a classifier's bias: all the labels_offset
+  rule reads."""
+  with tf.Graph().as_default():
+    tf1.get_variable(bias_name, [classes])
+    with tf1.Session() as session:
+      session.run(tf1.global_variables_initializer())
+      return tf1.train.Saver().save(session, path)
+
+
+@pytest.mark.parametrize('name,bias,classes,dataset_classes,offset', [
+    ('vgg_16', 'vgg_16/fc8/biases', 1000, 1001, 1),  # published, on ImageNet
+    ('resnet_v1_50', 'resnet_v1_50/logits/biases', 4, 5, 1),
+    ('vgg_16', 'vgg_16/fc8/biases', 1001, 1001, 0),  # trained here
+    ('inception_v3', 'InceptionV3/Logits/Conv2d_1c_1x1/biases', 1000, 1001,
+     0),  # the registry's labels_offset is 0
+])
+def test_an_unset_labels_offset_is_the_checkpoints(tmp_path, capsys, name,
+                                                   bias, classes,
+                                                   dataset_classes, offset):
+  checkpoint = _classifier_only_checkpoint(str(tmp_path / 'model.ckpt'), bias,
+                                           classes)
+  assert fine_tuning.default_labels_offset(name, str(tmp_path),
+                                           dataset_classes) == offset
+  printed = capsys.readouterr().out.splitlines()
+  assert printed == ([
+      '--labels_offset=1: the %s classifier of %s has %d classes, the '
+      'dataset %d (its label 0, background, is left out)' % (
+          name, checkpoint, classes, dataset_classes)] if offset else [])
 
 
 def _lenet_checkpoint(path, num_classes):

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from runner import estimator as est
 from deployment import model_deploy
-from deployment.replicate import TowerOptimizer, replicate_model_fn
+from runner import estimator as est
+from runner.replicate import TowerOptimizer, replicate_model_fn
 
 tf1 = tf.compat.v1
 TWO_CPUS = tf1.ConfigProto(device_count={'CPU': 2}, allow_soft_placement=True)

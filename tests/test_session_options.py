@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import classifier
-import optimization
+from classification import classifier
+from classification import optimization
 from datasets import converters, dataset_factory
-from runner import estimator as est
 from deployment import session_options
+from runner import estimator as est
 
 tf1 = tf.compat.v1
 ON = session_options.rewriter_config_pb2.RewriterConfig.ON

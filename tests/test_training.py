@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import classifier
-import optimization
+from classification import classifier
+from classification import optimization
 from datasets import converters, dataset_factory, dataset_utils
-from runner import estimator as est
 from deployment import model_deploy
+from runner import estimator as est
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

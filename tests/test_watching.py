@@ -24,13 +24,13 @@ import tensorflow as tf
 from PIL import Image
 from tensorboard.backend.event_processing import event_accumulator
 
-import classifier
-import optimization
-import eval_report
-import progress
+from classification import classifier
+from classification import eval_report
+from classification import optimization
+from classification import progress
 from datasets import converters, dataset_factory, dataset_utils
-from runner import estimator as est
 from deployment import model_deploy
+from runner import estimator as est
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -285,7 +285,8 @@ def test_only_deprecation_notices_about_the_libraries_own_calls_are_dropped():
   tensorflow_call = os.path.join(os.path.dirname(tf.__file__), 'python',
                                  'training', 'saver.py') + ':1177'
   assert not keep(notice(tensorflow_call))
-  assert keep(notice(os.path.join(ROOT, 'classifier.py') + ':174'))
+  ours = os.path.join(ROOT, 'classification', 'classifier.py')
+  assert keep(notice(ours + ':174'))
   other = logging.LogRecord('tensorflow', logging.WARNING, '/x/saver.py', 1,
                             'From %s: a warning', (tensorflow_call,), None)
   assert keep(other)

@@ -46,8 +46,8 @@ import threading
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-from runner import estimator as est
 from deployment import model_deploy
+from runner import estimator as est
 
 tf1 = tf.compat.v1
 _state = threading.local()

@@ -1,5 +1,5 @@
 """One interface to a trained classifier, wherever it lives: a checkpoint, a
-SavedModel or a TFLite file (see deployment/exporter.py for the exports).
+SavedModel or a TFLite file (see serving/exporter.py for the exports).
 
     model = inference.open_model(saved_model='exports/lenet_digits/saved_model')
     logits = model.logits(images)               # preprocessed float images
@@ -16,9 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-import classifier
-import fine_tuning
-from deployment import exporter
+from classification import classifier
+from classification import fine_tuning
+from datasets import reader
+from serving import exporter
 
 tf1 = tf.compat.v1
 
@@ -243,7 +244,9 @@ def check_flags_agree(spec, path, **flags):
 
 
 def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
-             num_readers=4, num_preprocessing_threads=4, progress=None):
+             num_readers=reader.NUM_READERS,
+             num_preprocessing_threads=reader.NUM_PREPROCESSING_THREADS,
+             progress=None):
   """{'Accuracy', 'Recall_5', 'confusion_matrix', 'images'} of `model` on a
   dataset split (a descriptor), read and preprocessed as
   eval_image_classifier.py does for checkpoints; `progress.batch_done()` is

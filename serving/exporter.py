@@ -36,8 +36,8 @@ import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants as constants
 
 import tf_compat  # noqa: F401
-import classifier
-import fine_tuning
+from classification import classifier
+from classification import fine_tuning
 from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from preprocessing import preprocessing_factory
@@ -115,14 +115,19 @@ def dataset_classes(dataset_name, dataset_dir=None):
 
 def make_spec(model_name, dataset_name=None, dataset_dir=None,
               num_classes=None, labels_offset=0, image_size=None,
-              preprocessing_name=None, use_grayscale=False):
+              preprocessing_name=None, use_grayscale=False, checkpoint=None):
   """The ModelSpec of `model_name` trained on `dataset_name` (or with
-  `num_classes` outputs); raises ValueError naming a flag at fault."""
+  `num_classes` outputs); raises ValueError naming a flag at fault.
+  labels_offset None: the one `checkpoint`'s classifier implies
+  (fine_tuning.default_labels_offset)."""
   info = classifier.image_network_info(model_name)
   labels, decode_channels = {}, 3
   if dataset_name:
     decode_channels = dataset_factory.get_spec(dataset_name).channels
     total, labels = dataset_classes(dataset_name, dataset_dir)
+    if labels_offset is None:
+      labels_offset = fine_tuning.default_labels_offset(model_name, checkpoint,
+                                                        total)
     if not 0 <= labels_offset < total:
       raise ValueError('--labels_offset=%d leaves no classes of the %d of %s'
                        % (labels_offset, total, dataset_name))
@@ -135,6 +140,7 @@ def make_spec(model_name, dataset_name=None, dataset_dir=None,
   elif not num_classes:
     raise ValueError('pass --dataset_name (with --dataset_dir for its label '
                      'names) or --num_classes')
+  labels_offset = labels_offset or 0
   if num_classes < 1:
     raise ValueError('--num_classes must be at least 1, got %d' % num_classes)
   image_size = image_size or info.default_image_size

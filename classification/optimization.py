@@ -2,7 +2,7 @@
 run trains.
 
 `OptimizerParams` is the one place their defaults and help are written: the
-training script's flags are generated from its fields (classifier_flags.py).
+training script's flags are generated from its fields (script_flags.py).
 """
 import dataclasses
 
@@ -20,7 +20,7 @@ DECAY_TYPES = ('exponential', 'fixed', 'polynomial')
 
 def flag_field(default, help_text):
   """A dataclass field that is also a script flag of the same name, default
-  and help (classifier_flags.define_flags_of generates it)."""
+  and help (script_flags.define_flags_of generates it)."""
   return dataclasses.field(default=default, metadata={'help': help_text})
 
 

@@ -15,6 +15,8 @@ import time
 import tensorflow as tf
 
 tf1 = tf.compat.v1
+# Seconds between an evaluation's progress lines (eval's --log_every_n_secs).
+EVERY_SECS = 10.0
 
 
 def print_now(line):
@@ -120,7 +122,7 @@ class EvaluationProgress(object):
   every `every_secs` seconds, and for the last batch: call `batch_done()`
   after each batch."""
 
-  def __init__(self, total_batches, every_secs=10.0, log=print_now,
+  def __init__(self, total_batches, every_secs=EVERY_SECS, log=print_now,
                clock=time.time):
     self._total, self._every = int(total_batches), float(every_secs)
     self._log, self._clock = log, clock
@@ -146,7 +148,7 @@ class EvaluationProgressHook(tf1.train.SessionRunHook):
   """EvaluationProgress as a hook of an evaluation's session, timed from its
   first batch."""
 
-  def __init__(self, total_batches, every_secs=10.0, log=print_now,
+  def __init__(self, total_batches, every_secs=EVERY_SECS, log=print_now,
                clock=time.time):
     self._progress = EvaluationProgress(total_batches, every_secs, log, clock)
     self._started = False

@@ -14,10 +14,10 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-import eval_report
-import fine_tuning
-import optimization
-import progress
+from classification import eval_report
+from classification import fine_tuning
+from classification import optimization
+from classification import progress
 from datasets import reader
 from deployment import cluster
 from deployment import model_deploy
@@ -235,8 +235,10 @@ def model_fn(features, labels, mode, params, config=None):
 
 # -- the input_fn ------------------------------------------------------------
 def make_input_fn(descriptor, model_name, batch_size, is_training,
-                  preprocessing_name=None, image_size=None, num_readers=4,
-                  num_preprocessing_threads=4, labels_offset=0,
+                  preprocessing_name=None, image_size=None,
+                  num_readers=reader.NUM_READERS,
+                  num_preprocessing_threads=reader.NUM_PREPROCESSING_THREADS,
+                  labels_offset=0,
                   num_epochs=None, deterministic=False, seed=None,
                   use_grayscale=False):
   """input_fn reading `descriptor`'s records, preprocessed for `model_name`."""

@@ -4,6 +4,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from nets import nets_factory
 
 tf1 = tf.compat.v1
 
@@ -74,3 +75,22 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
       print(note, flush=True)
     saver.restore(session, checkpoint)
   return init_fn
+
+
+def default_labels_offset(model_name, checkpoint, dataset_classes):
+  """--labels_offset left unset: 1 when `checkpoint` (a file or directory)
+  has a classifier of one class fewer than the dataset's `dataset_classes`
+  and the network's published checkpoints leave ImageNet's background out
+  (the registry's labels_offset is 1: VGG, ResNet v1), with a line saying
+  so; else 0, TF-Slim's default."""
+  info = nets_factory.get_info(model_name)
+  if info.labels_offset != 1 or not checkpoint or not dataset_classes:
+    return 0
+  checkpoint = resolve_checkpoint(checkpoint)
+  classes = info.classifier_classes(dict(tf.train.list_variables(checkpoint)))
+  if classes != dataset_classes - 1:
+    return 0
+  print('--labels_offset=1: the %s classifier of %s has %d classes, the '
+        'dataset %d (its label 0, background, is left out)' % (
+            model_name, checkpoint, classes, dataset_classes), flush=True)
+  return 1

@@ -1,0 +1,224 @@
+"""The flags the scripts share, each defined once: TF-Slim's names, defaults
+and help.
+
+train_image_classifier.py and eval_image_classifier.py call
+`define_shared_flags` with the defaults TF-Slim's scripts disagree on
+(--batch_size 32 to train, 100 to evaluate; --dataset_split_name train /
+test; --train_image_size / --eval_image_size), and define only their own
+flags beside it. The export scripts and classify_image.py call
+`define_network_flags` (which network, trained on which data); all read
+them back with `network_args` and check them with `check_flags`. Flags that
+are fields of a params dataclass (the optimizer's, the model_fn's) are
+generated from the field by `define_flags_of`, so a default is written
+once, next to the code that reads it, and read back with
+`params_from_flags`.
+"""
+import dataclasses
+import typing
+
+from absl import flags
+import tensorflow as tf
+
+from classification import classifier
+from classification import fine_tuning
+from classification import optimization
+from datasets import dataset_utils
+from datasets import reader
+from deployment import session_options
+
+tf1 = tf.compat.v1
+F = flags.FLAGS
+
+_DEFINE = {bool: flags.DEFINE_boolean, int: flags.DEFINE_integer,
+           float: flags.DEFINE_float, str: flags.DEFINE_string}
+
+# The model_fn's fields that are flags of training only; the other one,
+# --moving_average_decay, is shared (see classifier.ClassifierParams).
+TRAINING_FIELDS = ('weight_decay', 'label_smoothing', 'ignore_missing_vars',
+                   'log_every_n_steps')
+
+
+def define_network_flags(model_name=None, dataset_name=None,
+                         image_size_flag='image_size', num_classes=False,
+                         preprocessing=True, labels_offset=None,
+                         flag_values=F):
+  """The flags naming a network and the data it reads or was trained on,
+  with the script's defaults: TF-Slim's train, eval and
+  export_inference_graph default to inception_v3 on imagenet, and each
+  names its input size flag its own way (--train_image_size,
+  --eval_image_size, --image_size). num_classes: the export scripts' flag
+  for a network without a dataset; preprocessing: --preprocessing_name
+  (not for a graph whose input is preprocessed); labels_offset: training's
+  0, or None for the scripts reading a checkpoint (see
+  fine_tuning.default_labels_offset)."""
+  on = {'flag_values': flag_values}
+  flags.DEFINE_string('model_name', model_name, 'The network (see '
+                      'nets_factory.list_models()).', **on)
+  flags.DEFINE_string('dataset_name', dataset_name, 'The dataset read or '
+                      'trained on (see datasets/dataset_factory.py).', **on)
+  flags.DEFINE_string('dataset_dir', None, 'Directory of the converted '
+                      'dataset (records, labels.txt).', **on)
+  flags.DEFINE_integer(
+      'labels_offset', labels_offset, 'Subtracted from labels (1 drops '
+      'ImageNet\'s background).%s' % ('' if labels_offset is not None else
+                                       ' Unset: 1 for a VGG or ResNet v1 '
+                                       'checkpoint of one class fewer than '
+                                       'the dataset, else 0.'), **on)
+  if num_classes:
+    flags.DEFINE_integer('num_classes', None, 'Outputs of the network, '
+                         'instead of --dataset_name.', **on)
+  flags.DEFINE_integer(image_size_flag, None,
+                       'Input size; defaults to the network\'s.', **on)
+  if preprocessing:
+    flags.DEFINE_string('preprocessing_name', None,
+                        'Preprocessing; defaults to the network\'s.', **on)
+  flags.DEFINE_bool('use_grayscale', False,
+                    'Whether to convert input images to grayscale.', **on)
+
+
+def define_shared_flags(batch_size, dataset_split_name, image_size_flag,
+                        labels_offset, flag_values=F):
+  """The flags of both scripts; the arguments are the script's defaults and
+  its name of the input size flag."""
+  on = {'flag_values': flag_values}
+  define_network_flags('inception_v3', 'imagenet', image_size_flag,
+                       labels_offset=labels_offset, flag_values=flag_values)
+  flags.DEFINE_string('dataset_split_name', dataset_split_name,
+                      'Split of the dataset to read.', **on)
+  flags.DEFINE_integer('num_readers', reader.NUM_READERS,
+                       'Shards read in parallel.', **on)
+  flags.DEFINE_integer('num_preprocessing_threads',
+                       reader.NUM_PREPROCESSING_THREADS,
+                       'Parallel decode/preprocess calls.', **on)
+  define_flags_of(classifier.ClassifierParams, ['moving_average_decay'],
+                  flag_values)
+  # Devices.
+  flags.DEFINE_integer('batch_size', batch_size,
+                       'Images per clone: a batch (a training step) is '
+                       'batch_size x num_clones images.', **on)
+  flags.DEFINE_integer('num_clones', 1,
+                       'Model clones to deploy (one per GPU).', **on)
+  flags.DEFINE_boolean('clone_on_cpu', False, 'Place clones on CPU devices.',
+                       **on)
+  # Session settings, read by session_config().
+  flags.DEFINE_string('precision', 'float32',
+                      'float32; bfloat16 (CPUs with AVX512-BF16/AMX) or '
+                      'float16 (GPUs, with loss scaling): 16-bit compute by a '
+                      'graph rewrite, float32 variables and checkpoints (any '
+                      'checkpoint evaluates in any precision).', **on)
+  flags.DEFINE_integer('intra_op_threads', 0,
+                       'Threads inside one op (0: TensorFlow\'s default, the '
+                       'cores). The first session of a process sets it for '
+                       'the process (see README "Threads").', **on)
+  flags.DEFINE_integer('inter_op_threads', 0,
+                       'Ops run side by side (0: TensorFlow\'s default, the '
+                       'cores). The first session of a process sets it.',
+                       **on)
+
+
+def session_config():
+  """The ConfigProto of both scripts' sessions, from the shared flags."""
+  config = tf1.ConfigProto(allow_soft_placement=True)
+  if F.clone_on_cpu and F.num_clones > 1:
+    config.device_count['CPU'] = F.num_clones  # one device per clone
+  return session_options.configure(config, F.precision, F.intra_op_threads,
+                                   F.inter_op_threads)
+
+
+# Each script's name of the input size flag (see define_network_flags).
+IMAGE_SIZE_FLAGS = ('image_size', 'train_image_size', 'eval_image_size')
+
+
+def network_args(checkpoint=None):
+  """exporter.make_spec's keywords from define_network_flags' flags (an
+  unset --labels_offset is inferred from `checkpoint`)."""
+  return dict(
+      checkpoint=checkpoint,
+      model_name=F.model_name, dataset_name=F.dataset_name,
+      dataset_dir=dataset_utils.expand_path(F.dataset_dir),
+      num_classes=F['num_classes'].value if 'num_classes' in F else None,
+      labels_offset=F.labels_offset,
+      image_size=next(F[size].value for size in IMAGE_SIZE_FLAGS if size in F),
+      preprocessing_name=(F['preprocessing_name'].value
+                          if 'preprocessing_name' in F else None),
+      use_grayscale=F.use_grayscale)
+
+
+def resolve_labels_offset(checkpoint, dataset_classes):
+  """Sets an unset --labels_offset from `checkpoint` (see
+  fine_tuning.default_labels_offset)."""
+  if F.labels_offset is None:
+    F.labels_offset = fine_tuning.default_labels_offset(
+        F.model_name, checkpoint, dataset_classes)
+
+
+def input_args():
+  """classifier.make_input_fn's keywords from the shared flags."""
+  args = network_args()
+  return dict(preprocessing_name=args['preprocessing_name'],
+              image_size=args['image_size'], num_readers=F.num_readers,
+              num_preprocessing_threads=F.num_preprocessing_threads,
+              labels_offset=F.labels_offset, use_grayscale=F.use_grayscale)
+
+
+def check_flags(required=(), at_least_one=()):
+  """Raises ValueError naming the first flag of `required` left empty or of
+  `at_least_one` given below 1."""
+  for name in required:
+    if not F[name].value:
+      raise ValueError('--%s is required' % name)
+  for name in at_least_one:
+    if F[name].value is not None and F[name].value < 1:
+      raise ValueError('--%s must be at least 1, got %d' % (name,
+                                                           F[name].value))
+
+
+def expand_paths(*names):
+  """`~` and $VARIABLES in the path flags `names` (the shell leaves
+  --flag=~/x alone)."""
+  for name in names:
+    setattr(F, name, dataset_utils.expand_path(getattr(F, name)))
+
+
+def _flag_type(field):
+  """bool, int, float or str: the field's type, Optional[...] unwrapped."""
+  kinds = [k for k in typing.get_args(field.type) if k is not type(None)]
+  return kinds[0] if kinds else field.type
+
+
+def define_flags_of(params_class, names=None, flag_values=F):
+  """One flag per field of the dataclass `params_class` made with
+  optimization.flag_field (or those of `names`): the field's name, default
+  and help."""
+  for field in dataclasses.fields(params_class):
+    if 'help' not in field.metadata or (names is not None and
+                                        field.name not in names):
+      continue
+    _DEFINE[_flag_type(field)](field.name, field.default,
+                               field.metadata['help'], flag_values=flag_values)
+
+
+def params_from_flags(params_class, names=None, flag_values=F):
+  """{field: flag value} of the fields `define_flags_of` made flags of."""
+  return {field.name: getattr(flag_values, field.name)
+          for field in dataclasses.fields(params_class)
+          if 'help' in field.metadata and (names is None or
+                                           field.name in names)}
+
+
+def define_training_flags(flag_values=F):
+  """TF-Slim's optimizer, learning-rate and replica flags, and the model_fn's
+  training flags (weight decay, label smoothing...)."""
+  define_flags_of(optimization.OptimizerParams, flag_values=flag_values)
+  define_flags_of(classifier.ClassifierParams, TRAINING_FIELDS, flag_values)
+
+
+def optimizer_params(flag_values=F):
+  return optimization.OptimizerParams(
+      **params_from_flags(optimization.OptimizerParams,
+                          flag_values=flag_values))
+
+
+def split_scopes(text):
+  """'a, b' -> ['a', 'b']; None or '' -> []."""
+  return [s.strip() for s in (text or '').split(',') if s.strip()]

@@ -1,0 +1,104 @@
+"""The packages import one another in one direction only, so each can be
+read, tested and reused without the ones above it:
+
+    platform <- deployment <- runner <- classification <- serving <- scripts
+
+with datasets, preprocessing and nets as leaves under classification (they
+import only the platform and nets). The platform is the top-level tf_compat
+and quiet_tensorflow; every other top-level module is a script.
+"""
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLATFORM = ('tf_compat', 'quiet_tensorflow')
+LIBRARY = ('deployment', 'runner', 'classification', 'serving', 'datasets',
+           'preprocessing', 'nets')
+
+# What each layer may import besides itself.
+MAY_IMPORT = {
+    'platform': set(),
+    'nets': {'platform'},
+    'datasets': {'platform', 'nets'},
+    'preprocessing': {'platform', 'nets'},
+    'deployment': {'platform'},
+    'runner': {'platform', 'deployment'},
+    'classification': {'platform', 'deployment', 'runner', 'datasets',
+                       'preprocessing', 'nets'},
+    'serving': {'platform', 'deployment', 'runner', 'classification',
+                'datasets', 'preprocessing', 'nets'},
+    'scripts': {'platform', 'deployment', 'runner', 'classification',
+                'serving', 'datasets', 'preprocessing', 'nets'},
+}
+
+
+def _layer(module, scripts):
+  """The layer of a top-level module or package name; None: not ours."""
+  if module in PLATFORM:
+    return 'platform'
+  if module in LIBRARY:
+    return module
+  return 'scripts' if module in scripts else None
+
+
+def _sources():
+  """({path relative to ROOT: layer} of every module but the tests, the
+  names of the top-level scripts)."""
+  found = {}
+  for folder, dirs, files in os.walk(ROOT):
+    dirs[:] = [d for d in dirs if not d.startswith(('.', '__')) and
+               d != 'tests']
+    for name in files:
+      if name.endswith('.py'):
+        path = os.path.relpath(os.path.join(folder, name), ROOT)
+        top = path.split(os.sep)[0]
+        found[path] = (top if top in LIBRARY else
+                       'platform' if top[:-3] in PLATFORM else 'scripts')
+  scripts = {p[:-3] for p, layer in found.items()
+             if layer == 'scripts' and os.sep not in p}
+  return found, scripts
+
+
+def violations(path, layer, source, scripts):
+  """'path:line imports X (a <layer> module imports only ...)' for each
+  import of `source` against the order."""
+  lines = []
+  for node in ast.walk(ast.parse(source, path)):
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and not node.level:
+      names = [node.module]
+    else:
+      continue
+    for name in names:
+      target = _layer(name.split('.')[0], scripts)
+      if target and target != layer and target not in MAY_IMPORT[layer]:
+        lines.append('%s:%d imports %s (a %s module imports only %s)' % (
+            path, node.lineno, name, layer,
+            ', '.join(sorted(MAY_IMPORT[layer])) or 'the standard library'))
+  return lines
+
+
+def test_every_import_follows_the_package_order():
+  sources, scripts = _sources()
+  assert {'classification', 'serving', 'runner', 'deployment',
+          'platform'} <= set(sources.values())
+  found = []
+  for path, layer in sorted(sources.items()):
+    with open(os.path.join(ROOT, path)) as f:
+      found += violations(path, layer, f.read(), scripts)
+  assert found == []
+
+
+def test_an_import_against_the_order_is_reported():
+  """The control: imports up the order, also inside functions, are found."""
+  source = ('from deployment import cluster\n'
+            'def f():\n'
+            '  from runner import estimator\n'
+            '  import train_image_classifier\n')
+  assert violations('deployment/x.py', 'deployment', source,
+                    {'train_image_classifier'}) == [
+      'deployment/x.py:3 imports runner (a deployment module imports only '
+      'platform)',
+      'deployment/x.py:4 imports train_image_classifier (a deployment module '
+      'imports only platform)']
