@@ -216,7 +216,7 @@ def measure_harness(job):
 def measure_bare(job):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  import classifier  # pylint: disable=import-outside-toplevel
+  from classification import classifier  # pylint: disable=import-outside-toplevel
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
   tf1.disable_eager_execution()  # this process is a TF 1 program
