@@ -33,17 +33,17 @@ hits them alike; the table gives the median over rounds, the spread
 speed moves by tens of percent over minutes here: read a ratio together
 with the spread.
 
-Harness overhead, as measured (README "Benchmarks"): none beyond the spread
-on an idle machine (resnet_v1_50 1.01x, mobilenet_v1 1.00x of the bare
-graph, fp32): the runner's per-step work (hooks, the step counter, the
-tf.data iterator) is small next to a step of these networks, and the
-harness already turns summaries and checkpoints off here. What the real
-input costs is measured apart by the reader kind.
-
-Clones split the batch (per clone: batch / clones) over logical CPU devices
-(--clone_on_cpu's), which share the cores: more clones show the cost of
-splitting, not a speed-up. Threads: --threads lists intra:inter pairs
-(0: TensorFlow's default), measured side by side like the other settings.
+Harness overhead, as measured (README "Benchmarks"; --profile_dir traces it):
+the first trace showed the harness training TF-Slim's weight decay and the
+bare graph not (L2Loss, Mul, AddN: ~3% of a ResNet-50 step), so the anchor
+now trains the same loss. Since then the traces find nothing the harness
+adds to a step beyond the loss value it fetches (0.5%) and the input
+iterator (3 ms): the runner's per-step work (hooks, the step counter) is
+small next to a step, and the harness turns summaries and checkpoints off
+here. The same kernels' times differ between two processes by 5-10% either
+way, which is the size of the harness/bare ratios seen on an idle machine
+(fp32 0.92x-1.01x, bf16 1.03x-1.12x). What the real input costs is
+measured apart by the reader kind.
 """
 import argparse
 import json

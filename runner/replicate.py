@@ -39,6 +39,11 @@ device's, and still trains (tested).
 
 `TowerOptimizer(optimizer)` does the same gathering explicitly, for an
 optimizer class that overrides `apply_gradients` itself.
+
+`variable_update='replicated'` gives each tower its own copy of the
+trainable variables (model_deploy's replicated layout): a tower's
+`compute_gradients` differentiates by its copies, and the gathered apply
+all-reduces the towers' gradients and updates every copy in one apply.
 """
 import contextlib
 import threading
@@ -56,13 +61,27 @@ _state = threading.local()
 class _GradientGatherer(object):
   """Collects each tower's apply_gradients calls and applies them once."""
 
-  def __init__(self, num_towers, weights, outside):
-    self.num_towers = num_towers
+  def __init__(self, config, weights, outside):
+    self.config = config
+    self.num_towers = config.num_clones
     self.weights = weights
     self.outside = outside  # context manager: where the one apply is built
     self.tower = 0
     self.tower_scope = ''  # the full name scope of the tower being built
-    self.calls = [[] for _ in range(num_towers)]  # per tower: [grads_and_vars]
+    self.records = []  # per tower: model_deploy.CloneRecord
+    # per tower: its apply_gradients calls' [grads_and_vars]
+    self.calls = [[] for _ in range(self.num_towers)]
+
+  def tower_variables(self, var_list):
+    """`var_list` (default: the trainable variables) as the tower being
+    built trains them: its own copies when replicated."""
+    copies = self.records[self.tower].copies if self.records else None
+    if not copies:
+      return var_list
+    if var_list is None:  # compute_gradients' default
+      var_list = (tf1.trainable_variables() + tf1.get_collection(
+          tf1.GraphKeys.TRAINABLE_RESOURCE_VARIABLES))
+    return [copies.get(v.ref(), v) for v in tf.nest.flatten(var_list)]
 
   def apply(self, apply_fn, grads_and_vars, global_step, name):
     grads_and_vars = [(g, v) for g, v in grads_and_vars]
@@ -83,8 +102,18 @@ class _GradientGatherer(object):
             'device' % (tower, len(calls), index + 1))
       parts.append(calls[index])
     with self.outside(self.tower_scope):
-      return apply_fn(model_deploy.combine_gradients(parts),
-                      global_step=global_step, name=name)
+      if not self.config.replicated:
+        return apply_fn(model_deploy.combine_gradients(parts),
+                        global_step=global_step, name=name)
+      # Replicated: each tower's gradients are of its own copies; the sums
+      # reach every tower and one apply updates every copy (model_deploy's
+      # all-reduce and slot rule, as build_train_op uses them).
+      clones = [model_deploy.Clone(None, r.scope, self.config.clone_device(i),
+                                   copies=r.copies)
+                for i, r in enumerate(self.records)]
+      reduced = model_deploy.all_reduce_gradients(clones, parts)
+      with model_deploy.replica_slots(clones):
+        return apply_fn(reduced, global_step=global_step, name=name)
 
 
 def _outside_towers(config):
@@ -130,6 +159,16 @@ def _scale(grad, weight):
 
 
 _original_apply_gradients = tf1.train.Optimizer.apply_gradients
+_original_compute_gradients = tf1.train.Optimizer.compute_gradients
+
+
+def _tower_compute_gradients(self, loss, var_list=None, *args, **kwargs):
+  """Replicated, a tower differentiates its loss by its own copies (the
+  model_fn asks for the trainable variables, which are clone 0's)."""
+  gatherer = getattr(_state, 'gatherer', None)
+  if gatherer is not None:
+    var_list = gatherer.tower_variables(var_list)
+  return _original_compute_gradients(self, loss, var_list, *args, **kwargs)
 
 
 def _gathering_apply_gradients(self, grads_and_vars, global_step=None,
@@ -195,12 +234,14 @@ def _gathering(gatherer):
   that override apply_gradients.
   """
   tf1.train.Optimizer.apply_gradients = _gathering_apply_gradients
+  tf1.train.Optimizer.compute_gradients = _tower_compute_gradients
   _state.gatherer = gatherer
   try:
     yield
   finally:
     _state.gatherer = None
     tf1.train.Optimizer.apply_gradients = _original_apply_gradients
+    tf1.train.Optimizer.compute_gradients = _original_compute_gradients
 
 
 def _concat(tensors):
@@ -237,7 +278,8 @@ def _concat_export_outputs(outputs_per_tower):
 
 
 def replicate_model_fn(model_fn, devices=None, num_clones=None,
-                       clone_on_cpu=None, variables_device=None):
+                       clone_on_cpu=None, variables_device=None,
+                       variable_update='parameter_server'):
   """Returns a model_fn that runs `model_fn` on several devices.
 
   Args:
@@ -247,16 +289,21 @@ def replicate_model_fn(model_fn, devices=None, num_clones=None,
       clone_on_cpu); default: every GPU, or one device.
     variables_device: where every variable lives (default: CPU for several
       devices, the device itself for one).
+    variable_update: 'parameter_server' (one copy of the variables) or
+      'replicated' (a copy per device, gradients all-reduced; see
+      model_deploy): the gradients a tower's optimizer computes are then of
+      the tower's copies.
   """
   if devices is None:
     if num_clones is None:
       num_clones = max(len(tf.config.list_physical_devices('GPU')), 1)
     deployment = model_deploy.DeploymentConfig(
         num_clones=num_clones, clone_on_cpu=bool(clone_on_cpu),
-        variables_device=variables_device)
+        variables_device=variables_device, variable_update=variable_update)
   else:
     deployment = model_deploy.DeploymentConfig(
-        devices=devices, variables_device=variables_device)
+        devices=devices, variables_device=variables_device,
+        variable_update=variable_update)
 
   def replicated_model_fn(features, labels, mode, params=None, config=None):
     task = deployment
@@ -275,12 +322,13 @@ def _replicated_call(model_fn, config, features, labels, mode, params,
   with tf.device(config.inputs_device()):
     pieces, weights = model_deploy.split_batch(
         (features, labels), n, require_full_clones=mode == est.ModeKeys.TRAIN)
-  gatherer = _GradientGatherer(n, weights, _outside_towers(config))
+  gatherer = _GradientGatherer(config, weights, _outside_towers(config))
   shared, specs = [], []
   with _gathering(gatherer):
     for i in range(n):
       gatherer.tower = i
       with model_deploy.clone_context(config, i, shared) as record:
+        gatherer.records.append(record)
         gatherer.tower_scope = record.scope
         tower_features, tower_labels = pieces[i]
         specs.append(est.call_model_fn(

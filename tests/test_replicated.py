@@ -244,3 +244,54 @@ def test_script_trains_replicated_and_eval_reads_the_checkpoint(digits_dir,
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   assert 'Accuracy = ' in evaluated.stdout
 
+
+
+@pytest.mark.parametrize('optimizer', ['Momentum', 'Adam'])
+def test_replicate_model_fn_replicated_takes_the_parameter_server_step(
+    optimizer):
+  """An unchanged single-device model_fn (optimizer.minimize over the
+  trainable variables) through replicate_model_fn(variable_update=
+  'replicated'): each tower differentiates by its copies, one all-reduce per
+  variable and tower, the step and the saved variables are the
+  parameter-server layout's."""
+  import test_replicate as single  # pylint: disable=import-outside-toplevel
+  from runner.replicate import replicate_model_fn  # pylint: disable=import-outside-toplevel
+  x, y = single._data(12)  # pylint: disable=protected-access
+  init = single._initial_values(x)  # pylint: disable=protected-access
+  model_fn = single._model_fn_factory(single._minimize(  # pylint: disable=protected-access
+      single.OPTIMIZERS[optimizer]))
+  results = {}
+  for update in ('parameter_server', 'replicated'):
+    with tf.Graph().as_default() as graph:
+      tf1.train.get_or_create_global_step()
+      spec = replicate_model_fn(model_fn, num_clones=2, clone_on_cpu=True,
+                                variable_update=update)(
+                                    {'x': tf.constant(x)}, tf.constant(y),
+                                    est.ModeKeys.TRAIN, {})
+      with tf1.Session(config=CPUS) as sess:
+        sess.run(tf1.global_variables_initializer())
+        single._load(sess, init)  # pylint: disable=protected-access
+        sess.run(tf1.local_variables_initializer())  # copies: loaded values
+        for _ in range(3):
+          sess.run(spec.train_op)
+        results[update] = values = _values(sess, tf1.global_variables())
+        copies = _values(sess, [v for v in tf1.local_variables()
+                                if v.op.name.startswith('clone_1/')])
+    if update == 'replicated':
+      reduces = [op for op in graph.get_operations()
+                 if op.type == 'CollectiveReduceV2']
+      assert len(reduces) == 2 * len(
+          graph.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES))
+      slots = [n for n in values if n not in init and n != 'global_step' and
+               '_power' not in n]
+      # Every copy and every slot of a copy equals clone 0's.
+      assert len(copies) == len(init) + len(slots)
+      for name, value in copies.items():
+        np.testing.assert_allclose(value, values[name[len('clone_1/'):]],
+                                   rtol=1e-6, atol=1e-7, err_msg=name)
+    else:
+      assert not copies
+  assert results['replicated']['global_step'] == 3
+  _assert_same(results['parameter_server'], results['replicated'])
+  assert not np.allclose(init['logits/weights'],
+                         results['replicated']['logits/weights'])
