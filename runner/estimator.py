@@ -252,21 +252,24 @@ class _SummarySaverHook(tf1.train.SessionRunHook):
       if self._max_steps is not None:
         self._last_step = min(self._last_step, self._max_steps)
 
+  def _due(self, step):
+    return ((self._last_step is not None and step >= self._last_step) or
+            self._timer.should_trigger_for_step(step))
+
   def before_run(self, run_context):
-    self._request = (self._next_step is None or
-                     (self._last_step is not None and
-                      self._next_step >= self._last_step) or
-                     self._timer.should_trigger_for_step(self._next_step))
+    self._request = self._next_step is None or self._due(self._next_step)
     fetches = {'global_step': self._global_step}
     if self._request and self._scaffold.summary_op is not None:
       fetches['summary'] = self._scaffold.summary_op
     return tf1.train.SessionRunArgs(fetches)
 
   def after_run(self, run_context, run_values):
-    # The fetched step may be read before or after this run's increment;
-    # the saved one is read after it.
+    # The fetched step may be read before or after this run's increment, so
+    # it + 1 may be one ahead. The step is read exactly after the run when
+    # it is saved and when the next run may be due: the summaries land on
+    # the exact period (a guess one ahead would save a step early).
     step = run_values.results['global_step'] + 1
-    if self._next_step is None or self._request:
+    if self._next_step is None or self._request or self._due(step + 1):
       step = int(run_context.session.run(self._global_step))
     if self._next_step is None:
       # TensorBoard drops what a killed run wrote after its last checkpoint.

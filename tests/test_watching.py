@@ -619,3 +619,34 @@ def test_runner_writes_summaries_at_the_last_step_too(tmp_path):
   estimator.train(lambda: (tf.zeros([1]), tf.zeros([1])), steps=3)
   steps = [step for step, _ in scalars(events(str(tmp_path)), 'loss')]
   assert steps == [1, 5, 9, 10, 11, 13]
+
+
+@pytest.mark.parametrize('read_after_increment', [True, False])
+def test_summary_periods_hold_whichever_side_of_the_increment_the_step_is_read(
+    tmp_path, read_after_increment):
+  """The global step fetched beside a train op is read before or after the
+  run's increment (TensorFlow orders neither); summaries land on the exact
+  period and on the last step either way."""
+  import types  # pylint: disable=import-outside-toplevel
+  state = {'step': 0}
+  session = types.SimpleNamespace(run=lambda fetches: state['step'])
+  saved = []
+  with tf.Graph().as_default():
+    tf1.train.get_or_create_global_step()
+    scaffold = types.SimpleNamespace(
+        summary_op=tf1.summary.scalar('x', tf.constant(1.0)))
+    hook = est._SummarySaverHook(str(tmp_path), scaffold, save_steps=4,  # pylint: disable=protected-access
+                                 steps=10)
+    hook.begin()
+    hook.after_create_session(session, None)
+    for _ in range(10):
+      fetches = hook.before_run(None).fetches
+      state['step'] += 1  # the run's increment
+      results = {'global_step': state['step'] - (not read_after_increment)}
+      if 'summary' in fetches:
+        results['summary'] = b''
+        saved.append(state['step'])
+      hook.after_run(types.SimpleNamespace(session=session),
+                     types.SimpleNamespace(results=results))
+    hook.end()
+  assert saved == [1, 5, 9, 10]
