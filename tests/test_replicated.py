@@ -246,9 +246,10 @@ def test_script_trains_replicated_and_eval_reads_the_checkpoint(digits_dir,
 
 
 
-@pytest.mark.parametrize('optimizer', ['Momentum', 'Adam'])
+@pytest.mark.parametrize('optimizer,clones', [
+    ('Momentum', 2), ('Adam', 2), ('Adam', 3), ('RMSProp', 3)])
 def test_replicate_model_fn_replicated_takes_the_parameter_server_step(
-    optimizer):
+    optimizer, clones):
   """An unchanged single-device model_fn (optimizer.minimize over the
   trainable variables) through replicate_model_fn(variable_update=
   'replicated'): each tower differentiates by its copies, one all-reduce per
@@ -264,7 +265,7 @@ def test_replicate_model_fn_replicated_takes_the_parameter_server_step(
   for update in ('parameter_server', 'replicated'):
     with tf.Graph().as_default() as graph:
       tf1.train.get_or_create_global_step()
-      spec = replicate_model_fn(model_fn, num_clones=2, clone_on_cpu=True,
+      spec = replicate_model_fn(model_fn, num_clones=clones, clone_on_cpu=True,
                                 variable_update=update)(
                                     {'x': tf.constant(x)}, tf.constant(y),
                                     est.ModeKeys.TRAIN, {})
@@ -276,18 +277,18 @@ def test_replicate_model_fn_replicated_takes_the_parameter_server_step(
           sess.run(spec.train_op)
         results[update] = values = _values(sess, tf1.global_variables())
         copies = _values(sess, [v for v in tf1.local_variables()
-                                if v.op.name.startswith('clone_1/')])
+                                if v.op.name.startswith('clone_')])
     if update == 'replicated':
       reduces = [op for op in graph.get_operations()
                  if op.type == 'CollectiveReduceV2']
-      assert len(reduces) == 2 * len(
+      assert len(reduces) == clones * len(
           graph.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES))
       slots = [n for n in values if n not in init and n != 'global_step' and
                '_power' not in n]
       # Every copy and every slot of a copy equals clone 0's.
-      assert len(copies) == len(init) + len(slots)
+      assert len(copies) == (clones - 1) * (len(init) + len(slots))
       for name, value in copies.items():
-        np.testing.assert_allclose(value, values[name[len('clone_1/'):]],
+        np.testing.assert_allclose(value, values[name.split('/', 1)[1]],
                                    rtol=1e-6, atol=1e-7, err_msg=name)
     else:
       assert not copies
