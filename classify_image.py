@@ -19,6 +19,7 @@ from absl import flags
 
 import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
@@ -101,7 +102,7 @@ def main(argv):
     finally:
       model.close()
   except (ValueError, tf.errors.OpError) as e:
-    print('classify_image: error: %s' % classifier.one_line(e),
+    print('classify_image: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1
   names = model.spec.label_names

@@ -39,6 +39,7 @@ from absl import flags
 
 import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
@@ -262,7 +263,7 @@ def main(_):
       if F.wait_for_checkpoints and done_waiting(evaluated, step):
         break
   except (ValueError, tf.errors.OpError) as e:
-    print('eval_image_classifier: error: %s' % classifier.one_line(e),
+    print('eval_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1
   return 0

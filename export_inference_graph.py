@@ -25,6 +25,7 @@ from absl import flags
 
 import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
@@ -77,7 +78,7 @@ def main(_):
         checkpoint=checkpoint, as_text=F.write_text_graphdef,
         overwrite=F.overwrite)
   except (ValueError, tf.errors.OpError) as e:
-    print('export_inference_graph: error: %s' % classifier.one_line(e),
+    print('export_inference_graph: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1
   print('Wrote %s graph of %s to %s: input %s %s float32, outputs %s%s' % (

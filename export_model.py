@@ -28,6 +28,7 @@ from absl import flags
 
 import quiet_tensorflow  # (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
@@ -116,7 +117,7 @@ def main(_):
     finally:
       graph.close()
   except (ValueError, tf.errors.OpError) as e:
-    print('export_model: error: %s' % classifier.one_line(e), file=sys.stderr)
+    print('export_model: error: %s' % zoo_errors.one_line(e), file=sys.stderr)
     return 1
   print('Exported %s (step %s%s) as a %s to %s' % (
       checkpoint, graph.global_step,

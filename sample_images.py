@@ -18,6 +18,7 @@ from absl import flags
 
 import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
@@ -73,7 +74,7 @@ def main(_):
             f.write(data)
           index += 1
   except (ValueError, tf.errors.OpError) as e:
-    print('sample_images: error: %s' % classifier.one_line(e), file=sys.stderr)
+    print('sample_images: error: %s' % zoo_errors.one_line(e), file=sys.stderr)
     return 1
   print('Wrote %d images of %s/%s to %s' % (index, F.dataset_name,
                                           F.dataset_split_name, F.output_dir))

@@ -22,6 +22,7 @@ from absl import flags
 
 import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
@@ -142,7 +143,7 @@ def main(_):
     sys.stdout.flush()
     estimator.train(input_fn, max_steps=F.max_number_of_steps)
   except (ValueError, tf.errors.OpError) as e:
-    print('train_image_classifier: error: %s' % classifier.one_line(e),
+    print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1
   print('Trained to step %d; checkpoint %s' % (

@@ -1,12 +1,12 @@
-"""Writes the README's zoo table from the network registry, and nothing else.
+"""Writes the zoo table of docs/zoo.md from the network registry, and nothing else.
 
-    python write_zoo_table.py           # rewrites the table in README.md
-    python write_zoo_table.py --check   # exits 1 if README.md's table is stale
+    python write_zoo_table.py           # rewrites the table in docs/zoo.md
+    python write_zoo_table.py --check   # exits 1 if docs/zoo.md's table is stale
 
-The table sits between the BEGIN and END markers below in README.md; every
-cell comes from a registration (nets/registry.py), so the README cannot
+The table sits between the BEGIN and END markers below in docs/zoo.md; every
+cell comes from a registration (nets/registry.py), so the page cannot
 disagree with the code: tests/test_registry.py fails when it is stale.
-README.md is rewritten under a temporary name and renamed into place.
+The page is rewritten under a temporary name and renamed into place.
 """
 import os
 import sys
@@ -20,11 +20,11 @@ import tf_compat  # noqa: F401
 from nets import nets_factory
 
 F = flags.FLAGS
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'README.md')
+ZOO_PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'docs', 'zoo.md')
 BEGIN = '<!-- zoo_table:begin (python write_zoo_table.py writes it) -->'
 END = '<!-- zoo_table:end -->'
 
-flags.DEFINE_string('readme', README, 'The README whose zoo table to write.')
+flags.DEFINE_string('page', ZOO_PAGE, 'The page whose zoo table to write.')
 flags.DEFINE_bool('check', False, 'Only check: exit 1 if the table is stale.')
 
 
@@ -57,7 +57,7 @@ def table(names=None):
   return '\n'.join('| %s |' % ' | '.join(row) for row in rows) + '\n'
 
 
-def replace_table(text, new_table, path='README.md'):
+def replace_table(text, new_table, path='docs/zoo.md'):
   """`text` with the section between BEGIN and END replaced by `new_table`."""
   start, end = text.find(BEGIN), text.find(END)
   if start < 0 or end < start:
@@ -68,12 +68,12 @@ def replace_table(text, new_table, path='README.md'):
 
 def main(_):
   try:
-    with open(F.readme) as f:
+    with open(F.page) as f:
       text = f.read()
-    updated = replace_table(text, table(), F.readme)
+    updated = replace_table(text, table(), F.page)
   except OSError as e:
-    print('write_zoo_table: error: cannot read --readme %s: %s' % (
-        F.readme, e.strerror), file=sys.stderr)
+    print('write_zoo_table: error: cannot read --page %s: %s' % (
+        F.page, e.strerror), file=sys.stderr)
     return 1
   except ValueError as e:
     print('write_zoo_table: error: %s' % e, file=sys.stderr)
@@ -81,17 +81,17 @@ def main(_):
   if F.check:
     if updated != text:
       print('write_zoo_table: %s: the zoo table is stale; run python '
-            'write_zoo_table.py' % F.readme, file=sys.stderr)
+            'write_zoo_table.py' % F.page, file=sys.stderr)
       return 1
-    print('%s: the zoo table is current' % F.readme)
+    print('%s: the zoo table is current' % F.page)
     return 0
   if updated != text:
-    temporary = F.readme + '.zoo_table.tmp'
+    temporary = F.page + '.zoo_table.tmp'
     with open(temporary, 'w') as f:
       f.write(updated)
-    os.replace(temporary, F.readme)
+    os.replace(temporary, F.page)
   print('%s: zoo table of %d networks written' % (
-      F.readme, len(nets_factory.list_models())))
+      F.page, len(nets_factory.list_models())))
   return 0
 
 

@@ -7,7 +7,6 @@ optimizers and learning-rate schedules (optimization.py), optional moving
 averages, and fine-tuning from a TF-Slim checkpoint (fine_tuning.py).
 """
 import dataclasses
-import re
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -260,19 +259,3 @@ def make_input_fn(descriptor, model_name, batch_size, is_training,
         labels_offset=labels_offset)
 
   return input_fn
-
-
-def one_line(error):
-  """One line for an error. A TensorFlow run-time error's message is a graph
-  trace whose last unindented line is the cause."""
-  text = getattr(error, 'message', None) or str(error) or repr(error)
-  lines = [l.strip() for l in text.splitlines()
-           if l.strip() and not l[0].isspace() and not l.startswith('Node:')]
-  if isinstance(error, tf.errors.OpError):
-    # Several devices failing at once: "N root error(s) found. (0) KIND: why"
-    roots = re.findall(r'^\s*\(\d+\) [A-Z_]+: (.+)$', text, re.M)
-    if roots:
-      return roots[0]
-    if lines:
-      return lines[-1]
-  return lines[0] if lines else repr(error)

@@ -9,7 +9,7 @@ import dataclasses
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
-from nets import registry
+import zoo_errors
 
 tf1 = tf.compat.v1
 
@@ -56,10 +56,10 @@ class OptimizerParams:
       raise ValueError('--replicas_to_aggregate must be at least 1, got %d' %
                        self.replicas_to_aggregate)
     if self.optimizer not in OPTIMIZERS:
-      raise ValueError(registry.unknown_name_message(
+      raise ValueError(zoo_errors.unknown_name_message(
           'optimizer', self.optimizer, OPTIMIZERS))
     if self.learning_rate_decay_type not in DECAY_TYPES:
-      raise ValueError(registry.unknown_name_message(
+      raise ValueError(zoo_errors.unknown_name_message(
           'learning_rate_decay_type', self.learning_rate_decay_type,
           DECAY_TYPES))
 

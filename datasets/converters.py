@@ -33,11 +33,11 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from datasets import dataset_factory
 from datasets import dataset_utils
-from nets import registry
 
 # dataset name -> module that reads its sources (imported when used).
 SOURCES = {
@@ -115,7 +115,7 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
   `dataset_dir`; returns {split: num_samples}."""
   if dataset_name not in SOURCES:
     raise dataset_utils.ConversionError(
-        registry.unknown_name_message('dataset_name', dataset_name, SOURCES))
+        zoo_errors.unknown_name_message('dataset_name', dataset_name, SOURCES))
   if num_shards is not None and num_shards < 1:
     raise dataset_utils.ConversionError('num_shards must be at least 1')
   if not 0 <= validation_fraction < 1:

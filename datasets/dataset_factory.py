@@ -23,10 +23,10 @@ import os
 from typing import Callable, Dict, Optional, Tuple
 
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from datasets import dataset_utils
-from nets import registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +92,7 @@ def names():
 
 def get_spec(name):
   if name not in DATASETS:
-    raise ValueError(registry.unknown_name_message('dataset_name', name, DATASETS))
+    raise ValueError(zoo_errors.unknown_name_message('dataset_name', name, DATASETS))
   return DATASETS[name]
 
 

@@ -147,12 +147,12 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
 
 def main(argv=None):
   argv = list(sys.argv[1:] if argv is None else argv)
-  if '--' not in argv:
+  if '--' not in argv and not {'-h', '--help'} & set(argv):
     print('launch: error: give the training command after --, e.g. -- '
           'train_image_classifier.py --dataset_name=digits ...',
           file=sys.stderr)
     return 2
-  split = argv.index('--')
+  split = argv.index('--') if '--' in argv else len(argv)
   parser = argparse.ArgumentParser(
       prog='python -m deployment.launch',
       description='Runs ps, workers and an evaluator on this machine.')

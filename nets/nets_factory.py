@@ -19,6 +19,7 @@ import tf_slim as slim
 
 import nets
 import tf_compat
+import zoo_errors
 from nets import registry
 from nets.registry import NetworkInfo, register_network  # noqa: F401  (public API)
 
@@ -47,7 +48,7 @@ class RegistryView(collections.abc.Mapping):
   def __getitem__(self, name):
     info = registry.find(name)
     if info is None:
-      raise KeyError(registry.unknown_name_message('model_name', name,
+      raise KeyError(zoo_errors.unknown_name_message('model_name', name,
                                                    registry.names()))
     return getattr(info, self._field)
 

@@ -7,11 +7,11 @@ classifier scopes), so scripts, tests and the README's zoo table
 (write_zoo_table.py) read it instead of keeping parallel tables.
 """
 import dataclasses
-import difflib
 import fnmatch
 from typing import Callable, Optional, Tuple
 
 import tf_compat  # noqa: F401
+import zoo_errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +145,7 @@ def register_network(name, network_fn, arg_scope, default_image_size=None,
 def lookup(name, what='model_name'):
   """Returns the NetworkInfo of `name` or raises ValueError naming the valid ones."""
   if name not in _NETWORKS:
-    raise ValueError(unknown_name_message(what, name, _NETWORKS))
+    raise ValueError(zoo_errors.unknown_name_message(what, name, _NETWORKS))
   return _NETWORKS[name]
 
 
@@ -156,11 +156,3 @@ def find(name):
 
 def names(pattern='*'):
   return sorted(n for n in _NETWORKS if fnmatch.fnmatch(n, pattern))
-
-
-def unknown_name_message(what, name, known):
-  """`unknown model_name 'x'; did you mean 'y'? (known: ...)` in one line."""
-  close = difflib.get_close_matches(str(name), list(known), n=1)
-  hint = "; did you mean '%s'?" % close[0] if close else ''
-  return "unknown %s '%s'%s (known: %s)" % (what, name, hint,
-                                           ', '.join(sorted(known)))

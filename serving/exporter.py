@@ -36,6 +36,7 @@ import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants as constants
 
 import tf_compat  # noqa: F401
+import zoo_errors
 from classification import classifier
 from classification import fine_tuning
 from datasets import dataset_factory, dataset_utils
@@ -435,7 +436,7 @@ def convert_to_tflite(graph, quantize='none', representative_images=None):
       return converter.convert()
     except Exception as e:  # ConverterError and friends: all mean "cannot"
       raise ValueError('TFLite cannot convert %s: %s' % (
-          graph.spec.model_name, classifier.one_line(e))) from None
+          graph.spec.model_name, zoo_errors.one_line(e))) from None
 
 
 def write_tflite(graph, export_dir, quantize='none', representative_images=None,

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+import zoo_errors
 from classification import classifier
 from classification import fine_tuning
 from datasets import reader
@@ -142,7 +143,7 @@ class TFLiteModel(Model):
         self._interpreter.allocate_tensors()
       except (ValueError, RuntimeError) as e:
         raise ValueError("--tflite_model '%s' is not a TFLite model: %s" % (
-            path, classifier.one_line(e))) from None
+            path, zoo_errors.one_line(e))) from None
     self._input = self._interpreter.get_input_details()[0]
     outputs = self._interpreter.get_output_details()
     named = [d for d in outputs if d['name'] == 'logits']

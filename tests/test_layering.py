@@ -4,14 +4,14 @@ read, tested and reused without the ones above it:
     platform <- deployment <- runner <- classification <- serving <- scripts
 
 with datasets, preprocessing and nets as leaves under classification (they
-import only the platform and nets). The platform is the top-level tf_compat
-and quiet_tensorflow; every other top-level module is a script.
+import only the platform and nets). The platform is the top-level tf_compat,
+quiet_tensorflow and zoo_errors; every other top-level module is a script.
 """
 import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLATFORM = ('tf_compat', 'quiet_tensorflow')
+PLATFORM = ('tf_compat', 'quiet_tensorflow', 'zoo_errors')
 LIBRARY = ('deployment', 'runner', 'classification', 'serving', 'datasets',
            'preprocessing', 'nets')
 

@@ -1,4 +1,4 @@
-"""The code in README.md runs as written."""
+"""The code in README.md (and the pages of docs/) runs as written."""
 import importlib.util
 import os
 import re
@@ -14,12 +14,17 @@ tf1 = tf.compat.v1
 
 
 def readme_block(marker):
-  with open(os.path.join(ROOT, 'README.md')) as f:
-    text = f.read()
-  match = re.search(r'<!-- readme:%s -->\s*```python\n(.*?)```' % marker,
-                    text, re.S)
-  assert match, marker
-  return match.group(1)
+  """The python block after `<!-- readme:marker -->` in README.md or docs/."""
+  pages = ['README.md'] + sorted(
+      os.path.join('docs', name) for name in os.listdir(os.path.join(ROOT, 'docs'))
+      if name.endswith('.md'))
+  for page in pages:
+    with open(os.path.join(ROOT, page)) as f:
+      match = re.search(r'<!-- readme:%s -->\s*```python\n(.*?)```' % marker,
+                        f.read(), re.S)
+    if match:
+      return match.group(1)
+  raise AssertionError('no block marked readme:%s in %s' % (marker, pages))
 
 
 def _input_fn():

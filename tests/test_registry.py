@@ -1,5 +1,5 @@
 """The registry is the one table: what it records, the fine-tuning rule that
-reads it, and the README's zoo table written from it."""
+reads it, and the zoo table of docs/zoo.md written from it."""
 import json
 import os
 import re
@@ -211,12 +211,12 @@ def test_train_script_fine_tunes_a_10_class_checkpoint_on_3_classes(tmp_path):
       source['LeNet/conv1/weights'])
 
 
-# -- the README's zoo table ---------------------------------------------------
-def test_readme_zoo_table_is_current():
-  with open(os.path.join(ROOT, 'README.md')) as f:
+# -- the zoo table of docs/zoo.md ---------------------------------------------
+def test_docs_zoo_table_is_current():
+  with open(os.path.join(ROOT, 'docs', 'zoo.md')) as f:
     text = f.read()
   assert write_zoo_table.replace_table(text, write_zoo_table.table()) == text, (
-      "README.md's zoo table is stale: run python write_zoo_table.py")
+      "docs/zoo.md's zoo table is stale: run python write_zoo_table.py")
 
 
 def test_zoo_table_has_one_row_per_network_from_its_registration():
