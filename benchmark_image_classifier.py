@@ -33,17 +33,13 @@ hits them alike; the table gives the median over rounds, the spread
 speed moves by tens of percent over minutes here: read a ratio together
 with the spread.
 
-Harness overhead, as measured (README "Benchmarks"; --profile_dir traces it):
-the first trace showed the harness training TF-Slim's weight decay and the
-bare graph not (L2Loss, Mul, AddN: ~3% of a ResNet-50 step), so the anchor
-now trains the same loss. Since then the traces find nothing the harness
-adds to a step beyond the loss value it fetches (0.5%) and the input
-iterator (3 ms): the runner's per-step work (hooks, the step counter) is
-small next to a step, and the harness turns summaries and checkpoints off
-here. The same kernels' times differ between two processes by 5-10% either
-way, which is the size of the harness/bare ratios seen on an idle machine
-(fp32 0.92x-1.01x, bf16 1.03x-1.12x). What the real input costs is
-measured apart by the reader kind.
+The bare graph trains the harness's loss (cross-entropy and TF-Slim's
+weight decay), so the two differ only by what the harness adds around a
+step: the input iterator, the loss value it fetches and the runner's hooks
+(summaries and checkpoints are off here). --profile_dir traces one step of
+each for an op table (docs/benchmarks.md has the measurements). The same
+kernels' times differ between two processes by 5-10% either way: read a
+harness/bare ratio together with its spread.
 """
 import argparse
 import json
