@@ -27,14 +27,12 @@ themselves. ImageNet's image/object/bbox/{ymin,xmin,ymax,xmax} become the
 """
 import dataclasses
 import functools
-import importlib
 import os
-import re
-import sys
 from typing import Callable, Dict, Optional, Tuple
 
 import tf_compat  # noqa: F401
 import zoo_errors
+import zoo_plugins
 import tensorflow as tf
 
 from datasets import dataset_utils
@@ -74,7 +72,7 @@ def get_info(name):
   info = registry.find(name)
   if info is not None:
     return info
-  module = _import_dataset_module(name)
+  module = zoo_plugins.import_user_module(name, 'dataset')
   if module is None:
     raise ValueError(unknown_dataset_message(name))
   info = registry.find(name)
@@ -104,26 +102,6 @@ def unknown_dataset_message(name):
   message = zoo_errors.unknown_name_message('dataset_name', name,
                                            registry.names())
   return message[:-1] + '; or a dataset module on the Python path)'
-
-
-def _import_dataset_module(name):
-  """The module `name` imported with the current directory on the path;
-  None when there is no such module (not an error: then `name` is unknown)."""
-  if not re.fullmatch(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)*', str(name)):
-    return None
-  cwd = os.getcwd()
-  added = cwd not in sys.path
-  if added:
-    sys.path.append(cwd)
-  try:
-    return importlib.import_module(name)
-  except ModuleNotFoundError as e:
-    if e.name and name.startswith(e.name):  # the module itself is missing
-      return None
-    raise ValueError("dataset module '%s' cannot be imported: %s" % (name, e)) from None
-  finally:
-    if added and cwd in sys.path:
-      sys.path.remove(cwd)
 
 
 def list_datasets(pattern='*'):

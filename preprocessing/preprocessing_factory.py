@@ -8,6 +8,7 @@ with), so no second table of networks is kept here.
 import difflib
 
 import tf_compat  # noqa: F401
+import zoo_plugins
 from preprocessing import registry
 # The built-in preprocessings; each module registers itself.
 from preprocessing import cifarnet_preprocessing  # noqa: F401  pylint: disable=unused-import
@@ -21,8 +22,9 @@ def list_preprocessings():
 
 
 def get_info(name):
-  """The PreprocessingInfo of a preprocessing name or of a network's name;
-  raises ValueError naming the valid ones."""
+  """The PreprocessingInfo of a registered preprocessing name, of a
+  network's name (its preprocessing), or of the import path of a module that
+  registers one preprocessing; raises ValueError naming the valid ones."""
   info = registry.find(name)
   if info is not None:
     return info
@@ -32,13 +34,22 @@ def get_info(name):
   models = nets_factory.list_models()
   if name in models:
     return registry.lookup(nets_factory.get_info(name).preprocessing_name)
+  module = zoo_plugins.import_user_module(name, 'preprocessing')
+  if module is not None:
+    own = registry.registered_by(module.__name__)
+    if len(own) != 1:
+      raise ValueError("module '%s' registers %d preprocessings%s; pass a "
+                       'registered name as --preprocessing_name' % (
+                           name, len(own),
+                           ' (%s)' % ', '.join(i.name for i in own) if own else ''))
+    return own[0]
   close = difflib.get_close_matches(str(name), list_preprocessings() + models,
                                     n=1)
   hint = "; did you mean '%s'?" % close[0] if close else ''
   raise ValueError(
-      "unknown preprocessing_name '%s'%s (known: %s, or a model_name of "
-      "nets_factory.list_models())" % (name, hint,
-                                       ', '.join(list_preprocessings())))
+      "unknown preprocessing_name '%s'%s (known: %s, a model_name of "
+      "nets_factory.list_models(), or a preprocessing module on the Python "
+      'path)' % (name, hint, ', '.join(list_preprocessings())))
 
 
 def get_preprocessing(name, is_training=False, use_grayscale=False):

@@ -3,8 +3,8 @@
 As a network family registers its networks (nets/registry.py) and a dataset
 module its dataset (datasets/registry.py): one `register_preprocessing(...)`
 call beside the function; `preprocessing_factory` imports the built-in
-modules, and a network's registration names the preprocessing it was trained
-with.
+modules (a user's module by its import path), and a network's registration
+names the preprocessing it was trained with.
 """
 import dataclasses
 import fnmatch
@@ -20,6 +20,7 @@ class PreprocessingInfo:
   # fn(image, output_height, output_width, is_training=False,
   #    use_grayscale=False, **kwargs) -> float image, TF-Slim's signature
   preprocess_image: Callable
+  module: str = ''  # the module that registered it
 
 
 _PREPROCESSINGS = {}
@@ -29,7 +30,8 @@ def register_preprocessing(name, preprocess_image):
   """Registers `preprocess_image` under `name`; a name can be registered once."""
   if name in _PREPROCESSINGS:
     raise ValueError('preprocessing name %r is registered twice' % name)
-  info = PreprocessingInfo(name, preprocess_image)
+  info = PreprocessingInfo(name, preprocess_image,
+                           getattr(preprocess_image, '__module__', ''))
   _PREPROCESSINGS[name] = info
   return info
 
@@ -49,3 +51,9 @@ def find(name):
 
 def names(pattern='*'):
   return sorted(n for n in _PREPROCESSINGS if fnmatch.fnmatch(n, pattern))
+
+
+def registered_by(module_name):
+  """The PreprocessingInfos that module `module_name` registered."""
+  return [info for info in _PREPROCESSINGS.values()
+          if info.module == module_name]
