@@ -12,6 +12,7 @@ import numpy as np
 from datasets import dataset_utils
 from datasets.registry import Conversion, Split, register_dataset, shard_count
 
+NUM_IMAGES = 1797
 NUM_VALIDATION = 360
 CLASS_NAMES = ('zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven',
                'eight', 'nine')
@@ -48,5 +49,7 @@ def convert(options):
       source_id='sklearn.datasets.load_digits')
 
 
-register_dataset('digits', convert, splits={'train': 1437, 'validation': 360},
+register_dataset('digits', convert,
+                 splits={'train': NUM_IMAGES - NUM_VALIDATION,
+                         'validation': NUM_VALIDATION},
                  num_classes=len(CLASS_NAMES), channels=1, image_size=(8, 8))

@@ -14,10 +14,12 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
+from datasets import converters
 from datasets import dataset_factory
 from datasets import reader
 from datasets import registry
 from runner import estimator as est
+from serving import exporter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = os.path.join(ROOT, 'tests', 'data', 'shapes_tf_slim.py')
@@ -91,6 +93,9 @@ def test_module_path_as_dataset_name_describes_its_split(user_module):
       'image_folder_validation-00000-of-00001.tfrecord']
   assert dataset_factory.get_info('shapes').splits == {'train': 36,
                                                        'validation': 9}
+  # What an export of a network trained on it labels its outputs with.
+  assert exporter.dataset_classes('shapes', 'data') == (
+      3, dict(enumerate(CLASSES)), 3)
 
 
 def test_its_decoder_reads_the_records_as_ours_does(user_module):
@@ -121,9 +126,14 @@ def test_a_registration_call_plugs_in_the_same_module(user_module):
 
 
 def test_unknown_names_and_modules_without_a_dataset_are_one_line(user_module):
-  with pytest.raises(ValueError, match=r"^unknown dataset_name 'shapez'; did you "
-                     r"mean 'shapes'\?|^unknown dataset_name 'shapez'"):
+  with pytest.raises(ValueError, match=r"^unknown dataset_name 'shapez' \(known: "
+                     r"cifar10, digits, flowers, image_folder, imagenet, mnist; "
+                     r"or a dataset module on the Python path\)$"):
     dataset_factory.get_dataset('shapez', 'train', 'data')
+  with pytest.raises(ValueError, match=r"dataset 'shapes' is read by "
+                     r"shapes.get_split \(a TF-Slim dataset module\): its records "
+                     r"are made by its own converter, not here"):
+    converters.convert('shapes', 'out')
   (user_module / 'not_a_dataset.py').write_text('X = 1\n')
   with pytest.raises(ValueError, match="module 'not_a_dataset' .* registers no "
                      'dataset and has no get_split'):
