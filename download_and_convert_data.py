@@ -25,6 +25,7 @@ from absl import flags
 import quiet_tensorflow  # noqa: F401  (first: TensorFlow's noise off the terminal)
 import tf_compat  # noqa: F401
 from datasets import converters
+from datasets import dataset_factory
 from datasets import dataset_utils
 
 
@@ -32,7 +33,9 @@ def define_flags(flag_values=flags.FLAGS):
   """Defines the script's flags (in `flag_values`, so tests can use their own)."""
   fv = dict(flag_values=flag_values)
   flags.DEFINE_string('dataset_name', None,
-                      'One of: %s.' % ', '.join(sorted(converters.SOURCES)), **fv)
+                      'One of: %s; or the import path of your dataset module '
+                      '(README: Adding a dataset).'
+                      % ', '.join(dataset_factory.list_datasets()), **fv)
   flags.DEFINE_string('dataset_dir', None, 'Where the TFRecords, labels.txt and '
                       '<dataset_name>_dataset.json are written (~ and $VARS '
                       'expanded).', **fv)

@@ -10,8 +10,11 @@ ModuleNotFoundError. Registering the shipped modules under the expected names (t
 same module objects, so classes are not duplicated) fixes it once for the process.
 
 2. `tensorflow.python.framework.ops.Tensor` and `.IndexedSlices` moved to their
-own modules; tf-slim's optimize_loss, create_train_op and layers utils still
-read them from `ops` (AttributeError). They are re-exported there.
+own modules, as did `control_flow_ops.cond` and `.case`; tf-slim still reads
+them from the old modules (AttributeError): `ops` in optimize_loss,
+create_train_op and layers utils, `control_flow_ops` in
+`tfexample_decoder.Image` (which every TF-Slim dataset module's decoder
+uses). They are re-exported where tf-slim looks (`MOVED`).
 
 3. TF 2 tensor equality (`Tensor._USE_EQUALITY`) makes every `hash(variable)`
 ask `executing_eagerly_outside_functions()`, a walk of the context stack
@@ -35,9 +38,19 @@ import sys
 import tensorflow as tf
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor as tensor_lib
+from tensorflow.python.ops import cond as cond_lib
+from tensorflow.python.ops import control_flow_case
+from tensorflow.python.ops import control_flow_ops
 
 _LEGACY = 'tf_keras.src.legacy_tf_layers'
 _EXPECTED = 'tf_keras.legacy_tf_layers'
+# (module tf-slim reads, name, the object TensorFlow now keeps elsewhere)
+MOVED = (
+    (ops, 'Tensor', tf.Tensor),
+    (ops, 'IndexedSlices', tf.IndexedSlices),
+    (control_flow_ops, 'cond', cond_lib.cond),
+    (control_flow_ops, 'case', control_flow_case.case),
+)
 
 
 def install():
@@ -47,9 +60,9 @@ def install():
   for name in ('base', 'convolutional', 'core', 'normalization', 'pooling'):
     sys.modules.setdefault('%s.%s' % (_EXPECTED, name),
                            importlib.import_module('%s.%s' % (_LEGACY, name)))
-  for name, value in (('Tensor', tf.Tensor), ('IndexedSlices', tf.IndexedSlices)):
-    if not hasattr(ops, name):
-      setattr(ops, name, value)
+  for module, name, value in MOVED:
+    if not hasattr(module, name):
+      setattr(module, name, value)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,9 @@
 """Writes a dataset as sharded TFRecords: atomically, resumably, in parallel.
 
-One mechanism for every source. A source module (convert_<name>.py) reads what
-the user has and returns a Conversion: per split, the ordered items and the
-number of shards, plus `to_example(item) -> tf.train.Example`. This module then
+One mechanism for every dataset. A dataset module's `convert(options)` reads
+what the user has and returns a registry.Conversion: per split, the ordered
+items and the number of shards, plus `to_example(item) -> tf.train.Example`.
+This module then
 
 - writes each shard under a hidden temporary name, flushes and fsyncs it and
   renames it into place (os.replace) when complete, so no record file is ever
@@ -19,93 +20,22 @@ number of shards, plus `to_example(item) -> tf.train.Example`. This module then
 - removes scratch directories and temporaries left by interrupted conversions.
 """
 import concurrent.futures
-import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import shutil
 import sys
 import tempfile
 import threading
-from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 import tf_compat  # noqa: F401
-import zoo_errors
 import tensorflow as tf
 
 from datasets import dataset_factory
 from datasets import dataset_utils
-
-# dataset name -> module that reads its sources (imported when used).
-SOURCES = {
-    'mnist': 'datasets.convert_mnist',
-    'cifar10': 'datasets.convert_cifar10',
-    'flowers': 'datasets.convert_flowers',
-    'imagenet': 'datasets.convert_imagenet',
-    'digits': 'datasets.convert_digits',
-    'image_folder': 'datasets.convert_folder',
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class SourceOptions:
-  """What a source module may use; each takes what applies to it."""
-  source_dir: str  # where the user's archives or folders are
-  work_dir: str  # scratch space (e.g. for extraction), deleted afterwards
-  download: bool = False  # fetch missing archives from their original URLs
-  num_shards: Optional[int] = None  # per split; None: the dataset's default
-  validation_fraction: float = 0.1  # image_folder
-  seed: int = 0  # of every shuffle and split
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-  name: str
-  items: Sequence  # in record order; small reprs (indices, relative paths)
-  num_shards: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Conversion:
-  """A source module's plan: what to write, and how to make each record."""
-  dataset_name: str
-  splits: Tuple[Split, ...]
-  to_example: Callable  # item -> tf.train.Example
-  labels_to_names: Dict[int, str]
-  num_classes: int
-  source_id: str  # identifies the source files (names, sizes)
-
-
-def shard_count(requested, default, num_items):
-  """`requested` or `default` shards, never more than there are items."""
-  return max(1, min(int(requested or default), num_items))
-
-
-def array_conversion(dataset_name, arrays, names, num_shards, default_shards,
-                     source_id):
-  """The Conversion of images held in memory to PNG records: `arrays` is
-  {split: (uint8 images [N, H, W(, C)], labels)} in split order, `names` the
-  label names, `default_shards` {split: shards} unless `num_shards`."""
-  splits = tuple(
-      Split(name, [(name, i) for i in range(len(images))],
-            shard_count(num_shards, default_shards[name], len(images)))
-      for name, (images, _) in arrays.items())
-
-  def to_example(item):
-    split_name, index = item
-    images, labels = arrays[split_name]
-    image, label = images[index], int(labels[index])
-    return dataset_utils.image_to_tfexample(
-        dataset_utils.encode_png(image), b'png', image.shape[0],
-        image.shape[1], label, names[label])
-
-  return Conversion(dataset_name=dataset_name, splits=splits,
-                    to_example=to_example,
-                    labels_to_names=dict(enumerate(names)),
-                    num_classes=len(names), source_id=source_id)
+from datasets.registry import SourceOptions
 
 
 def convert(dataset_name, dataset_dir, source_dir=None, download=False,
@@ -113,9 +43,14 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
             stream=None):
   """Converts `dataset_name` from `source_dir` (default `dataset_dir`) into
   `dataset_dir`; returns {split: num_samples}."""
-  if dataset_name not in SOURCES:
+  try:
+    info = dataset_factory.get_info(dataset_name)
+  except ValueError as e:
+    raise dataset_utils.ConversionError(str(e)) from None
+  if info.convert is None:
     raise dataset_utils.ConversionError(
-        zoo_errors.unknown_name_message('dataset_name', dataset_name, SOURCES))
+        "dataset '%s' is read by %s.get_split (a TF-Slim dataset module): its "
+        'records are made by its own converter, not here' % (info.name, info.module))
   if num_shards is not None and num_shards < 1:
     raise dataset_utils.ConversionError('num_shards must be at least 1')
   if not 0 <= validation_fraction < 1:
@@ -125,7 +60,6 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
   source_dir = os.path.abspath(dataset_utils.expand_path(source_dir) or dataset_dir)
   os.makedirs(dataset_dir, exist_ok=True)
   remove_abandoned_work_dirs(dataset_dir)
-  source = importlib.import_module(SOURCES[dataset_name])
   # The pid in the name tells a later run whether its owner is still alive.
   with tempfile.TemporaryDirectory(prefix='%s%d-' % (WORK_PREFIX, os.getpid()),
                                    dir=dataset_dir) as work_dir:
@@ -133,7 +67,7 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
         source_dir=source_dir, work_dir=work_dir,
         download=download, num_shards=num_shards,
         validation_fraction=validation_fraction, seed=seed)
-    conversion = source.make_conversion(options)
+    conversion = info.convert(options)
     return write(conversion, dataset_dir, num_threads=num_threads, stream=stream)
 
 
@@ -164,9 +98,9 @@ def remove_abandoned_work_dirs(dataset_dir):
 
 def write(conversion, dataset_dir, num_threads=None, stream=None):
   """Writes `conversion` into `dataset_dir`; returns {split: num_samples}."""
-  spec = dataset_factory.get_spec(conversion.dataset_name)
+  info = dataset_factory.get_info(conversion.dataset_name)
   shard_paths = {
-      split.name: [os.path.join(dataset_dir, spec.shard_filename(
+      split.name: [os.path.join(dataset_dir, info.shard_filename(
           split.name, shard, split.num_shards)) for shard in range(split.num_shards)]
       for split in conversion.splits}
   _claim(conversion, dataset_dir, shard_paths)

@@ -1,21 +1,29 @@
-"""Describes a converted dataset split: where its records are, how many, how to decode.
+"""The datasets' factory: the built-in dataset modules, and descriptors of splits.
 
-`get_dataset(name, split_name, dataset_dir)` returns a DatasetDescriptor. Sizes,
-class counts, label names and the exact shard files come from the
-<name>_dataset.json our converters write, one per dataset name, so several
-datasets can share a directory without mixing. Opening a split checks every
-shard's byte size and digest against it: a truncated or replaced shard stops
-with one line naming it. Records written by TF-Slim's original converters (no
-metadata) get the published counts and TF-Slim's labels.txt. The file patterns
-match TF-Slim's file names and ours alike, e.g. 'mnist_%s*.tfrecord' matches
-mnist_train.tfrecord (TF-Slim's, and ours with one shard) and
-mnist_train-00000-of-00002.tfrecord.
+The built-in datasets are the modules imported below, each registering itself
+(datasets/registry.py); `get_info(name)` also imports a user's dataset module
+by name. `get_dataset(name, split_name, dataset_dir)` returns a
+DatasetDescriptor of one split:
 
-Decoding follows TF-Slim's decoders: image/format 'raw' (or 'RAW') is a uint8
-buffer of image/height x image/width x channels; every other value ('png',
-'jpeg', 'jpg', 'JPEG') is decoded from the bytes themselves. ImageNet's
-image/object/bbox/{ymin,xmin,ymax,xmax} become the [1, N, 4] boxes that
-inception preprocessing samples its crops around.
+- of a dataset converted here: sizes, class counts, label names and the exact
+  shard files come from the <name>_dataset.json our converters write, one per
+  dataset name, so several datasets can share a directory without mixing.
+  Opening a split checks every shard's byte size and digest against it: a
+  truncated or replaced shard stops with one line naming it. Records written
+  by TF-Slim's original converters (no metadata) get the published counts and
+  TF-Slim's labels.txt. The file patterns match TF-Slim's file names and ours
+  alike, e.g. 'mnist_%s*.tfrecord' matches mnist_train.tfrecord (TF-Slim's,
+  and ours with one shard) and mnist_train-00000-of-00002.tfrecord;
+- of a TF-Slim dataset module: what its `get_split` returns (a
+  `slim.dataset.Dataset`): its data_sources, num_samples, num_classes,
+  labels_to_names, and its decoder, which decodes each serialized record
+  inside the tf.data pipeline (reader.py) as DatasetDataProvider would.
+
+Decoding of converted records follows TF-Slim's decoders: image/format 'raw'
+(or 'RAW') is a uint8 buffer of image/height x image/width x channels; every
+other value ('png', 'jpeg', 'jpg', 'JPEG') is decoded from the bytes
+themselves. ImageNet's image/object/bbox/{ymin,xmin,ymax,xmax} become the
+[1, N, 4] boxes that inception preprocessing samples its crops around.
 """
 import dataclasses
 import functools
@@ -24,9 +32,18 @@ from typing import Callable, Dict, Optional, Tuple
 
 import tf_compat  # noqa: F401
 import zoo_errors
+import zoo_plugins
 import tensorflow as tf
 
 from datasets import dataset_utils
+from datasets import registry
+# The built-in datasets; each module registers itself.
+from datasets import cifar10  # noqa: F401,E402  pylint: disable=unused-import
+from datasets import digits  # noqa: F401  pylint: disable=unused-import
+from datasets import flowers  # noqa: F401  pylint: disable=unused-import
+from datasets import image_folder  # noqa: F401  pylint: disable=unused-import
+from datasets import imagenet  # noqa: F401  pylint: disable=unused-import
+from datasets import mnist  # noqa: F401  pylint: disable=unused-import
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,76 +63,92 @@ class DatasetDescriptor:
   box_decoder: Optional[Callable] = None  # serialized -> (image, label, [1, N, 4] boxes)
 
 
-@dataclasses.dataclass(frozen=True)
-class DatasetSpec:
-  """The fixed facts of one dataset; converters write what readers read here."""
-  read_pattern: str  # '%s' is the split name
-  shard_pattern: str  # '%s' split, then shard index and count
-  published_sizes: Dict[str, Optional[int]]  # used when there is no splits.json
-  num_classes: Optional[int]
-  channels: int
-  image_size: Optional[Tuple[int, int]] = None  # (height, width) when fixed
-  single_shard_pattern: Optional[str] = None  # TF-Slim's name of a one-file split
-  has_boxes: bool = False
-
-  def shard_filename(self, split_name, shard, num_shards):
-    if num_shards == 1 and self.single_shard_pattern:
-      return self.single_shard_pattern % split_name
-    return self.shard_pattern % (split_name, shard, num_shards)
-
-
-DATASETS = {
-    'mnist': DatasetSpec('mnist_%s*.tfrecord', 'mnist_%s-%05d-of-%05d.tfrecord',
-                         {'train': 60000, 'test': 10000}, 10, 1, (28, 28),
-                         single_shard_pattern='mnist_%s.tfrecord'),
-    'cifar10': DatasetSpec('cifar10_%s*.tfrecord', 'cifar10_%s-%05d-of-%05d.tfrecord',
-                           {'train': 50000, 'test': 10000}, 10, 3, (32, 32),
-                           single_shard_pattern='cifar10_%s.tfrecord'),
-    'flowers': DatasetSpec('flowers_%s_*.tfrecord', 'flowers_%s_%05d-of-%05d.tfrecord',
-                           {'train': 3320, 'validation': 350}, 5, 3),
-    # Label 0 is 'background', as in TF-Slim's ImageNet checkpoints (1001 logits).
-    'imagenet': DatasetSpec('%s-*', '%s-%05d-of-%05d',
-                            {'train': 1281167, 'validation': 50000}, 1001, 3,
-                            has_boxes=True),
-    'digits': DatasetSpec('digits_%s-*.tfrecord', 'digits_%s-%05d-of-%05d.tfrecord',
-                          {'train': 1437, 'validation': 360}, 10, 1, (8, 8)),
-    # Sizes depend on the folder: only splits.json can tell them.
-    'image_folder': DatasetSpec('image_folder_%s-*.tfrecord',
-                                'image_folder_%s-%05d-of-%05d.tfrecord',
-                                {'train': None, 'validation': None}, None, 3),
-}
+def get_info(name):
+  """The DatasetInfo of `name`: a registered dataset, or else a Python module
+  of that name (importable from the current directory or PYTHONPATH) that
+  registers one when imported, or is a TF-Slim dataset module (it has
+  `get_split`; registered here under `name`). Raises ValueError naming the
+  known datasets."""
+  info = registry.find(name)
+  if info is not None:
+    return info
+  module = zoo_plugins.import_user_module(name, 'dataset')
+  if module is None:
+    raise ValueError(unknown_dataset_message(name))
+  info = registry.find(name)
+  if info is None:
+    own = registry.registered_by(module.__name__)
+    if len(own) == 1:
+      info = own[0]
+    elif own:
+      raise ValueError(
+          "module '%s' registers several datasets (%s): pass one of their "
+          'names as --dataset_name' % (name, ', '.join(i.name for i in own)))
+    elif callable(getattr(module, 'get_split', None)):
+      info = registry.register_dataset(
+          name, get_split=module.get_split,
+          splits=getattr(module, 'SPLITS_TO_SIZES', None),
+          num_classes=getattr(module, '_NUM_CLASSES', None),
+          module=module.__name__)
+    else:
+      raise ValueError(
+          "module '%s' (%s) registers no dataset and has no get_split" % (
+              name, getattr(module, '__file__', '')))
+  return info
 
 
-def names():
-  return sorted(DATASETS)
+def unknown_dataset_message(name):
+  """`unknown dataset_name 'x'; did you mean 'y'? (known: ...; or ...)`."""
+  message = zoo_errors.unknown_name_message('dataset_name', name,
+                                           registry.names())
+  return message[:-1] + '; or a dataset module on the Python path)'
 
 
-def get_spec(name):
-  if name not in DATASETS:
-    raise ValueError(zoo_errors.unknown_name_message('dataset_name', name, DATASETS))
-  return DATASETS[name]
-
-
-def _check_split(name, spec, split_name):
-  if split_name not in spec.published_sizes:
-    raise ValueError("unknown split_name '%s' for dataset '%s' (valid: %s)"
-                     % (split_name, name, ', '.join(sorted(spec.published_sizes))))
+def list_datasets(pattern='*'):
+  return registry.names(pattern)
 
 
 def split_file_pattern(name, split_name, dataset_dir, file_pattern=None):
   """Absolute glob of a split's records; `file_pattern` may hold '%s' for the split."""
-  spec = get_spec(name)
-  _check_split(name, spec, split_name)
-  pattern = file_pattern or spec.read_pattern
+  info = get_info(name)
+  info.check_split(split_name)
+  pattern = file_pattern or info.read_pattern
   if '%s' in pattern:
     pattern = pattern % split_name
   pattern = os.path.join(dataset_dir, pattern)
   return pattern if '://' in pattern else os.path.abspath(pattern)
 
 
+def dataset_classes(name, dataset_dir=None):
+  """(classes or None, {label: name}, channels) of dataset `name` as a whole:
+  from its conversion's metadata in `dataset_dir`, else its registration (and
+  labels.txt there, unless another dataset's conversion wrote it); a TF-Slim
+  dataset module's from what its get_split returns for its first split."""
+  info = get_info(name)
+  if info.get_split is not None:
+    if not dataset_dir:
+      return info.num_classes, {}, 3
+    split = sorted(info.splits)[0] if info.splits else 'train'
+    descriptor = _tf_slim_split(info, split, dataset_dir)
+    return descriptor.num_classes, descriptor.labels_to_names, descriptor.channels
+  if not dataset_dir:
+    return info.num_classes, {}, info.channels
+  metadata = dataset_utils.read_metadata(dataset_dir, info.name)
+  if metadata is not None:
+    return (metadata['num_classes'], dataset_utils.metadata_labels(metadata),
+            info.channels)
+  labels = {}
+  if dataset_utils.has_labels(dataset_dir):
+    files = [f for split in info.splits for f in tf.io.gfile.glob(
+        split_file_pattern(info.name, split, dataset_dir))]
+    if not _labels_file_is_foreign(dataset_dir, info.name, files):
+      labels = dataset_utils.read_label_file(dataset_dir)
+  return info.num_classes, labels, info.channels
+
+
 def _conversion_hint(name, dataset_dir):
-  source = (' --source_dir=<folder of class sub-folders>'
-            if name == 'image_folder' else '')
+  hint = registry.lookup(name).source_hint
+  source = ' --source_dir=%s' % hint if hint else ''
   return ('run download_and_convert_data.py --dataset_name=%s --dataset_dir=%s%s first'
           % (name, dataset_dir, source))
 
@@ -142,14 +175,21 @@ def verify_shards(descriptor, digests=True):
                        '(same size, other contents)%s' % (path, hint))
 
 
-def _labels_file_is_foreign(dataset_dir, name):
-  """True when labels.txt is the label file of another converted dataset."""
+def _labels_file_is_foreign(dataset_dir, name, files):
+  """True when labels.txt is the label file another dataset's conversion
+  wrote there for records other than `files` (the ones being read)."""
   labels = dataset_utils.read_label_file(dataset_dir)
-  for other in DATASETS:
-    if other != name:
-      content = dataset_utils.read_metadata(dataset_dir, other)
-      if content is not None and dataset_utils.metadata_labels(content) == labels:
-        return True
+  for other in registry.names():
+    content = dataset_utils.read_metadata(dataset_dir, other)
+    if (other == name or content is None or
+        dataset_utils.metadata_labels(content) != labels):
+      continue
+    theirs = {os.path.join(dataset_dir, shard['file'])
+              for split in content['splits'].values()
+              for shard in split.get('shards', ())}
+    if not theirs & {os.path.join(dataset_dir, os.path.basename(f))
+                     for f in files}:
+      return True
   return False
 
 
@@ -160,9 +200,12 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None):
   directory, a pattern no file matches, sizes that cannot be known, or a shard
   that is not the one its conversion wrote.
   """
-  spec = get_spec(name)
-  _check_split(name, spec, split_name)
+  info = get_info(name)
+  name = info.name
+  info.check_split(split_name)
   dataset_dir = dataset_utils.expand_path(dataset_dir)
+  if info.get_split is not None:
+    return _tf_slim_split(info, split_name, dataset_dir, file_pattern)
   if not tf.io.gfile.isdir(dataset_dir):
     raise ValueError("dataset_dir '%s' does not exist; %s"
                      % (dataset_dir, _conversion_hint(name, dataset_dir)))
@@ -200,30 +243,79 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None):
           'was made by an earlier version' if legacy else 'did not finish',
           os.path.basename(dataset_utils.metadata_path(dataset_dir, name)),
           _conversion_hint(name, dataset_dir).replace(' first', ' again')))
-    if not tf.io.gfile.glob(pattern):
+    matched = tf.io.gfile.glob(pattern)
+    if not matched:
       raise ValueError("no files match '%s' (dataset '%s', split '%s'); %s"
                        % (pattern, name, split_name, _conversion_hint(name, dataset_dir)))
-    num_samples, num_classes = spec.published_sizes[split_name], spec.num_classes
+    num_samples, num_classes = info.splits[split_name], info.num_classes
     if num_samples is None:
       raise ValueError('%s is missing, so the size of %s is unknown; %s' % (
           dataset_utils.metadata_path(dataset_dir, name), name,
           _conversion_hint(name, dataset_dir)))
     labels_to_names = {}
     if (dataset_utils.has_labels(dataset_dir)
-        and not _labels_file_is_foreign(dataset_dir, name)):
+        and not _labels_file_is_foreign(dataset_dir, name, matched)):
       labels_to_names = dataset_utils.read_label_file(dataset_dir)
 
-  decoder = functools.partial(decode_example, channels=spec.channels,
-                              image_size=spec.image_size)
+  decoder = functools.partial(decode_example, channels=info.channels,
+                              image_size=info.image_size)
   descriptor = DatasetDescriptor(
       name=name, split_name=split_name, file_pattern=pattern,
       num_samples=int(num_samples), num_classes=int(num_classes),
-      labels_to_names=labels_to_names, channels=spec.channels,
-      decoder=decoder, files=files, shards=shards, has_boxes=spec.has_boxes,
-      box_decoder=functools.partial(decoder, with_boxes=True) if spec.has_boxes
+      labels_to_names=labels_to_names, channels=info.channels,
+      decoder=decoder, files=files, shards=shards, has_boxes=info.has_boxes,
+      box_decoder=functools.partial(decoder, with_boxes=True) if info.has_boxes
       else None)
   verify_shards(descriptor)
   return descriptor
+
+
+def _tf_slim_split(info, split_name, dataset_dir, file_pattern=None):
+  """The descriptor of what a TF-Slim dataset module's get_split returns.
+
+  get_split is called in a graph of its own here, to read its facts, and
+  again inside the pipeline's decoding function, so the tensors it makes
+  (feature defaults, the decoder's ops) belong to the graph that uses them.
+  """
+  where = '%s.get_split' % (info.module or info.name)
+  if not tf.io.gfile.isdir(dataset_dir):
+    raise ValueError("dataset_dir '%s' does not exist (dataset '%s' reads "
+                     'records that %s describes)' % (dataset_dir, info.name, where))
+
+  def get_split():
+    return info.get_split(split_name, dataset_dir, file_pattern)
+
+  with tf.Graph().as_default():
+    dataset = get_split()
+    missing = {'image', 'label'} - set(dataset.decoder.list_items())
+    if missing:
+      raise ValueError('%s: its decoder has no %s item (it has: %s)' % (
+          where, ' or '.join(sorted(missing)),
+          ', '.join(sorted(dataset.decoder.list_items()))))
+    image, _ = dataset.decoder.decode(
+        tf.compat.v1.placeholder(tf.string, []), ['image', 'label'])
+  channels = image.shape[-1] if image.shape.rank else None
+  sources = dataset.data_sources
+  sources = [sources] if isinstance(sources, str) else list(sources)
+  files = sorted({f for s in sources for f in tf.io.gfile.glob(s)})
+  if not files:
+    raise ValueError("no files match '%s' (dataset '%s', split '%s', from %s)"
+                     % (', '.join(sources), info.name, split_name, where))
+  num_classes = getattr(dataset, 'num_classes', None) or info.num_classes
+  if not num_classes:
+    raise ValueError('%s returns a Dataset without num_classes: pass '
+                     'num_classes= to slim.dataset.Dataset' % where)
+
+  def decoder(serialized):
+    image, label = get_split().decoder.decode(serialized, ['image', 'label'])
+    return image, tf.reshape(tf.cast(label, tf.int64), [])
+
+  return DatasetDescriptor(
+      name=info.name, split_name=split_name,
+      file_pattern=os.path.abspath(sources[0]), num_samples=int(dataset.num_samples),
+      num_classes=int(num_classes),
+      labels_to_names=dict(getattr(dataset, 'labels_to_names', None) or {}),
+      channels=int(channels or 3), decoder=decoder, files=tuple(files))
 
 
 _FEATURES = {

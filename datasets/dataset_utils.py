@@ -30,6 +30,8 @@ import PIL.Image
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
+from datasets.registry import Conversion, Split, shard_count
+
 LABELS_FILENAME = 'labels.txt'
 SPLITS_FILENAME = 'splits.json'  # written by earlier versions; no longer read
 METADATA_PATTERN = '%s_dataset.json'  # one per dataset name: sizes, classes, shards
@@ -82,6 +84,28 @@ def image_to_tfexample(image_data, image_format, height, width, class_id,
     feature['image/class/text'] = bytes_feature(class_text)
   feature.update(extra_features or {})
   return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def array_conversion(dataset_name, arrays, names, num_shards, default_shards,
+                     source_id):
+  """The Conversion of images held in memory to PNG records: `arrays` is
+  {split: (uint8 images [N, H, W(, C)], labels)} in split order, `names` the
+  label names, `default_shards` {split: shards} unless `num_shards`."""
+  splits = tuple(
+      Split(name, [(name, i) for i in range(len(images))],
+            shard_count(num_shards, default_shards[name], len(images)))
+      for name, (images, _) in arrays.items())
+
+  def to_example(item):
+    split_name, index = item
+    images, labels = arrays[split_name]
+    image, label = images[index], int(labels[index])
+    return image_to_tfexample(encode_png(image), b'png', image.shape[0],
+                              image.shape[1], label, names[label])
+
+  return Conversion(dataset_name=dataset_name, splits=splits,
+                    to_example=to_example, labels_to_names=dict(enumerate(names)),
+                    num_classes=len(names), source_id=source_id)
 
 
 # --- labels.txt and splits.json -------------------------------------------------

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 from preprocessing import channels
+from preprocessing.registry import register_preprocessing
 
 _PADDING = 4
 
@@ -71,3 +72,6 @@ def preprocess_image(image, output_height, output_width, is_training=False,
   return preprocess_for_eval(image, output_height, output_width,
                              add_image_summaries=add_image_summaries,
                              use_grayscale=use_grayscale)
+
+
+register_preprocessing('cifarnet', preprocess_image)

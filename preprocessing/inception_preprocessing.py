@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 from preprocessing import channels
+from preprocessing.registry import register_preprocessing
 
 tf1 = tf.compat.v1
 
@@ -196,3 +197,6 @@ def preprocess_image(image, output_height, output_width, is_training=False,
   return preprocess_for_eval(image, output_height, output_width,
                              central_fraction=central_fraction,
                              central_crop=crop_image, use_grayscale=use_grayscale)
+
+
+register_preprocessing('inception', preprocess_image)

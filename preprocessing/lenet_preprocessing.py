@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 from preprocessing import channels
+from preprocessing.registry import register_preprocessing
 
 
 def _has_size(image, height, width):
@@ -39,3 +40,6 @@ def preprocess_image(image, output_height, output_width, is_training=False,
     image = tf.image.resize(image, [output_height, output_width],
                             method=tf.image.ResizeMethod.BILINEAR)
   return (image - 128.0) / 128.0
+
+
+register_preprocessing('lenet', preprocess_image)

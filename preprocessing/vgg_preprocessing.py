@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 from preprocessing import channels
+from preprocessing.registry import register_preprocessing
 
 tf1 = tf.compat.v1
 
@@ -128,3 +129,6 @@ def preprocess_image(image, output_height, output_width, is_training=False,
                                 use_grayscale)
   return preprocess_for_eval(image, output_height, output_width,
                              resize_side_min, use_grayscale)
+
+
+register_preprocessing('vgg', preprocess_image)

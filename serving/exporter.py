@@ -91,27 +91,20 @@ class ModelSpec:
 
 
 def dataset_classes(dataset_name, dataset_dir=None):
-  """(classes, {label: name}) of a dataset: from its conversion's metadata or
-  labels.txt in `dataset_dir` when there, else its published class count."""
-  spec = dataset_factory.get_spec(dataset_name)
-  labels = {}
-  num_classes = spec.num_classes
+  """(classes, {label: name}, channels of its images) of a dataset: from its
+  conversion in `dataset_dir` when there, else its registration."""
   if dataset_dir:
     dataset_dir = dataset_utils.expand_path(dataset_dir)
     if not os.path.isdir(dataset_dir):
       raise ValueError("--dataset_dir '%s' does not exist" % dataset_dir)
-    metadata = dataset_utils.read_metadata(dataset_dir, dataset_name)
-    if metadata is not None:
-      num_classes = metadata['num_classes']
-      labels = dataset_utils.metadata_labels(metadata)
-    elif dataset_utils.has_labels(dataset_dir):
-      labels = dataset_utils.read_label_file(dataset_dir)
+  num_classes, labels, channels = dataset_factory.dataset_classes(
+      dataset_name, dataset_dir)
   if num_classes is None:
     raise ValueError(
         "the classes of dataset '%s' are known only from its conversion: pass "
         '--dataset_dir (where %s is) or --num_classes' % (
             dataset_name, dataset_utils.METADATA_PATTERN % dataset_name))
-  return int(num_classes), labels
+  return int(num_classes), labels, channels
 
 
 def make_spec(model_name, dataset_name=None, dataset_dir=None,
@@ -124,8 +117,7 @@ def make_spec(model_name, dataset_name=None, dataset_dir=None,
   info = classifier.image_network_info(model_name)
   labels, decode_channels = {}, 3
   if dataset_name:
-    decode_channels = dataset_factory.get_spec(dataset_name).channels
-    total, labels = dataset_classes(dataset_name, dataset_dir)
+    total, labels, decode_channels = dataset_classes(dataset_name, dataset_dir)
     if labels_offset is None:
       labels_offset = fine_tuning.default_labels_offset(model_name, checkpoint,
                                                         total)

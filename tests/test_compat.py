@@ -21,8 +21,8 @@ print('ok')
 '''
 
 
-def _run(first_import):
-  code = (first_import + '\n' if first_import else '') + USE_SLIM
+def _run(first_import, program=USE_SLIM):
+  code = (first_import + '\n' if first_import else '') + program
   return subprocess.run([sys.executable, '-c', code], cwd=ROOT,
                         capture_output=True, text=True, timeout=300,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
@@ -44,6 +44,50 @@ def test_without_the_compat_module_tf_slim_batch_norm_fails():
   result = _run('')
   assert result.returncode != 0
   assert "No module named 'tf_keras.legacy_tf_layers'" in result.stderr
+
+
+# A TF-Slim dataset module's decoder (as datasets/flowers.py builds it) on a
+# real JPEG record: tfexample_decoder.Image reads control_flow_ops.case/cond.
+DECODE_JPEG = '''
+import io
+import numpy as np, PIL.Image
+import tensorflow as tf, tf_slim as slim
+tf1 = tf.compat.v1
+data = io.BytesIO()
+PIL.Image.fromarray(np.full((6, 5, 3), 200, np.uint8)).save(data, 'JPEG')
+example = tf.train.Example(features=tf.train.Features(feature={
+    'image/encoded': tf.train.Feature(bytes_list=tf.train.BytesList(value=[data.getvalue()])),
+    'image/format': tf.train.Feature(bytes_list=tf.train.BytesList(value=[b'jpg'])),
+    'image/class/label': tf.train.Feature(int64_list=tf.train.Int64List(value=[3]))}))
+with tf.Graph().as_default():
+  decoder = slim.tfexample_decoder.TFExampleDecoder(
+      {'image/encoded': tf1.FixedLenFeature((), tf.string, default_value=''),
+       'image/format': tf1.FixedLenFeature((), tf.string, default_value='png'),
+       'image/class/label': tf1.FixedLenFeature([], tf.int64)},
+      {'image': slim.tfexample_decoder.Image(),
+       'label': slim.tfexample_decoder.Tensor('image/class/label')})
+  image, label = decoder.decode(tf.constant(example.SerializeToString()),
+                                ['image', 'label'])
+  with tf1.Session() as session:
+    image, label = session.run([image, label])
+assert image.shape == (6, 5, 3) and abs(int(image.mean()) - 200) <= 2, image.shape
+assert label == 3
+print('ok')
+'''
+
+
+def test_tf_slim_example_decoder_decodes_a_jpeg_after_the_compat_module():
+  result = _run('import tf_compat', DECODE_JPEG)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.strip().endswith('ok')
+
+
+def test_without_the_compat_module_tf_slim_image_decoder_fails():
+  """The control: control_flow_ops no longer has the case tf-slim calls."""
+  result = _run('', DECODE_JPEG)
+  assert result.returncode != 0
+  assert ("module 'tensorflow.python.ops.control_flow_ops' has no attribute "
+          "'case'") in result.stderr
 
 
 def test_variables_hash_by_identity_without_a_context_walk_while_a_net_is_built(

@@ -275,7 +275,7 @@ def _read_all(descriptor):
 ])
 def test_records_written_as_tf_slim_wrote_them_read_here(
     tmp_path, name, split, filename, image_format, channels):
-  size = dataset_factory.DATASETS[name].image_size or (10, 14)
+  size = dataset_factory.get_info(name).image_size or (10, 14)
   pixels = [random_image(size[0], size[1], channels) for _ in range(3)]
   with tf.io.TFRecordWriter(str(tmp_path / filename)) as writer:
     for label, array in enumerate(list(pixels)):

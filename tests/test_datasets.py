@@ -28,7 +28,7 @@ def write_records(dataset_dir, name, split, labels, num_classes, size=(4, 5),
                   num_shards=1):
   """Records of gray images whose first pixel is the record's index, with
   `labels`; plus their metadata, as our converters write them."""
-  spec = dataset_factory.DATASETS[name]
+  spec = dataset_factory.get_info(name)
   os.makedirs(dataset_dir, exist_ok=True)
   bounds = np.linspace(0, len(labels), num_shards + 1).astype(int)
   paths = []
@@ -78,13 +78,14 @@ def test_descriptor_of_converted_digits(digits_dir):
 
 
 def test_every_shard_name_matches_its_pattern_and_temporaries_do_not():
-  for name, spec in dataset_factory.DATASETS.items():
-    for split in spec.published_sizes:
+  for name in dataset_factory.list_datasets():
+    spec = dataset_factory.get_info(name)
+    for split in spec.splits:
       shard = spec.shard_filename(split, 3, 10)
       assert fnmatch.fnmatch(shard, spec.read_pattern % split), name
       temporary = os.path.basename(dataset_utils.temporary_path('/d/' + shard))
       assert not fnmatch.fnmatch(temporary, spec.read_pattern % split), name
-      for other in spec.published_sizes:
+      for other in spec.splits:
         if other != split:
           assert not fnmatch.fnmatch(shard, spec.read_pattern % other), name
 

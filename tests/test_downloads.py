@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from datasets import convert_cifar10
-from datasets import convert_flowers
-from datasets import convert_mnist
+from datasets import cifar10
+from datasets import flowers
+from datasets import mnist
 from datasets import converters
 from datasets import dataset_factory
 from datasets import dataset_utils
@@ -110,7 +110,7 @@ def test_first_mirror_cut_short_then_second_mirror_serves(server, tmp_path):
 
 
 def test_nothing_is_downloaded_unless_asked(server, tmp_path, monkeypatch):
-  monkeypatch.setattr(convert_cifar10, 'URL', server.url + 'cifar-10-python.tar.gz')
+  monkeypatch.setattr(cifar10, 'URL', server.url + 'cifar-10-python.tar.gz')
   with pytest.raises(dataset_utils.ConversionError, match='missing .*cifar-10-python'
                      r'.tar.gz; put cifar-10-python.tar.gz in .* or pass --download'):
     converters.convert('cifar10', str(tmp_path))
@@ -121,8 +121,8 @@ def test_cifar10_download_checks_the_checksum_end_to_end(server, tmp_path, monke
   make_cifar_source(str(tmp_path / 'publisher'))
   with open(str(tmp_path / 'publisher' / 'cifar-10-python.tar.gz'), 'rb') as f:
     server.body = f.read()
-  monkeypatch.setattr(convert_cifar10, 'URL', server.url + 'cifar-10-python.tar.gz')
-  monkeypatch.setattr(convert_cifar10, 'PUBLISHED', dataset_utils.Published(
+  monkeypatch.setattr(cifar10, 'URL', server.url + 'cifar-10-python.tar.gz')
+  monkeypatch.setattr(cifar10, 'PUBLISHED', dataset_utils.Published(
       md5=hashlib.md5(server.body).hexdigest()))
   out = str(tmp_path / 'out')
   server.mode = 'short'
@@ -152,10 +152,10 @@ def test_bad_archive_already_in_place_says_it_can_be_deleted(tmp_path):
 def test_published_values_are_the_documented_ones():
   # CIFAR-10: md5 on https://www.cs.toronto.edu/~kriz/cifar.html; flowers and
   # MNIST: TensorFlow Datasets' url_checksums; MNIST sizes: LeCun's page.
-  assert convert_cifar10.PUBLISHED.md5 == 'c58f30108f718f92721af3b95e74349a'
-  assert convert_flowers.PUBLISHED == dataset_utils.Published(
+  assert cifar10.PUBLISHED.md5 == 'c58f30108f718f92721af3b95e74349a'
+  assert flowers.PUBLISHED == dataset_utils.Published(
       228813984, sha256='4c54ace7911aaffe13a365c34f650e71dd5bf1be0a58b464e5a7183e3e595d9c')
-  assert {name: p.size for name, p in convert_mnist.PUBLISHED.items()} == {
+  assert {name: p.size for name, p in mnist.PUBLISHED.items()} == {
       'train-images-idx3-ubyte.gz': 9912422, 'train-labels-idx1-ubyte.gz': 28881,
       't10k-images-idx3-ubyte.gz': 1648877, 't10k-labels-idx1-ubyte.gz': 4542}
-  assert all(len(p.sha256) == 64 for p in convert_mnist.PUBLISHED.values())
+  assert all(len(p.sha256) == 64 for p in mnist.PUBLISHED.values())

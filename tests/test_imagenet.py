@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets import convert_imagenet
+from datasets import imagenet
 from datasets import converters
 from datasets import dataset_factory
 from datasets import dataset_utils
@@ -52,14 +52,14 @@ def boxes_of(feature):
 
 
 def test_shipped_synset_list_is_the_canonical_1000():
-  synsets = convert_imagenet.canonical_synsets()
+  synsets = imagenet.canonical_synsets()
   assert len(synsets) == 1000 and len({s for s, _ in synsets}) == 1000
   assert [s for s, _ in synsets] == sorted(s for s, _ in synsets)
   assert all(re.fullmatch(r'n\d{8}', s) and name for s, name in synsets)
   assert synsets[0] == (TENCH, 'tench, Tinca tinca')
   assert synsets[1] == (GOLDFISH, 'goldfish, Carassius auratus')
   assert synsets[999] == (TISSUE, 'toilet tissue, toilet paper, bathroom tissue')
-  names = convert_imagenet.labels_to_names()
+  names = imagenet.labels_to_names()
   assert len(names) == 1001 and names[0] == 'background'
 
 
@@ -199,7 +199,7 @@ def test_boxes_steer_inception_training_crops():
 
 
 def test_default_shard_counts_are_tf_slims():
-  assert convert_imagenet.DEFAULT_SHARDS == {'train': 1024, 'validation': 128}
-  spec = dataset_factory.get_spec('imagenet')
+  assert imagenet.DEFAULT_SHARDS == {'train': 1024, 'validation': 128}
+  spec = dataset_factory.get_info('imagenet')
   assert spec.shard_filename('train', 0, 1024) == 'train-00000-of-01024'
   assert spec.shard_filename('validation', 127, 128) == 'validation-00127-of-00128'

@@ -5,13 +5,14 @@ read, tested and reused without the ones above it:
 
 with datasets, preprocessing and nets as leaves under classification (they
 import only the platform and nets). The platform is the top-level tf_compat,
-quiet_tensorflow and zoo_errors; every other top-level module is a script.
+quiet_tensorflow, zoo_errors and zoo_plugins; every other top-level module is
+a script.
 """
 import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLATFORM = ('tf_compat', 'quiet_tensorflow', 'zoo_errors')
+PLATFORM = ('tf_compat', 'quiet_tensorflow', 'zoo_errors', 'zoo_plugins')
 LIBRARY = ('deployment', 'runner', 'classification', 'serving', 'datasets',
            'preprocessing', 'nets')
 

@@ -43,10 +43,10 @@ def test_installed_package_works_from_another_directory(tmp_path):
   imported = _run([sys.executable, '-c', (
       'import nets, datasets, preprocessing, deployment, runner, serving\n'
       'from nets import nets_factory\n'
-      'from datasets import convert_imagenet\n'
+      'from datasets import imagenet\n'
       'print(nets.__file__)\n'
       'print(len(nets_factory.list_models()))\n'
-      'print(sum(1 for _ in open(convert_imagenet.SYNSETS_FILE)))\n')],
+      'print(sum(1 for _ in open(imagenet.SYNSETS_FILE)))\n')],
       cwd=str(elsewhere), env=env)
   path, count, synsets = imported.stdout.split()
   assert path.startswith(str(site)), path

@@ -309,8 +309,7 @@ def test_inception_eval_crop_image_and_central_fraction():
 ])
 @pytest.mark.parametrize('is_training', [False, True])
 def test_every_family_takes_tf_slims_keywords(name, keywords, is_training):
-  from preprocessing import preprocessing_factory as factory
-  module = factory._PREPROCESSINGS[name]
+  module = preprocessing_factory.get_info(name)
   with tf.Graph().as_default():
     output = module.preprocess_image(tf.constant(_image(50, 40)), 32, 32,
                                      is_training=is_training, **keywords)

@@ -38,7 +38,7 @@ def test_published_checkpoints_fit_imagenet_records_after_the_labels_offset(
   info = nets_factory.get_info(name)
   if info.published is None:
     pytest.skip('TF-Slim publishes no checkpoint of %s' % name)
-  imagenet_classes = dataset_factory.DATASETS['imagenet'].num_classes
+  imagenet_classes = dataset_factory.get_info('imagenet').num_classes
   assert imagenet_classes - info.labels_offset == info.num_classes
   assert info.labels_offset == (1 if name in THOUSAND_CLASS else 0)
   assert 0 < info.published.top1 < info.published.top5 < 100

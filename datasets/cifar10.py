@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from datasets import converters
 from datasets import dataset_utils
+from datasets.registry import register_dataset
 
 URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'
 # The md5 published on https://www.cs.toronto.edu/~kriz/cifar.html.
@@ -106,7 +106,7 @@ def _images_and_labels(batch, where):
   return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
 
 
-def make_conversion(options):
+def convert(options):
   batches, source = _read_batches(options.source_dir, options.download)
   names = batches['batches.meta'].get('label_names') or CLASS_NAMES
   names = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
@@ -120,6 +120,12 @@ def make_conversion(options):
                                           % (source, split_name, len(names) - 1))
     arrays[split_name] = images, labels
   source_size = os.path.getsize(source) if os.path.isfile(source) else 0
-  return converters.array_conversion(
+  return dataset_utils.array_conversion(
       'cifar10', arrays, names, options.num_shards, DEFAULT_SHARDS,
       repr((os.path.basename(source), source_size)))
+
+
+register_dataset('cifar10', convert, splits={'train': 50000, 'test': 10000},
+                 num_classes=len(CLASS_NAMES), channels=3, image_size=(32, 32),
+                 read_pattern='cifar10_%s*.tfrecord',
+                 single_shard_pattern='cifar10_%s.tfrecord')

@@ -10,8 +10,8 @@ import struct
 
 import numpy as np
 
-from datasets import converters
 from datasets import dataset_utils
+from datasets.registry import register_dataset
 
 URLS = ('http://yann.lecun.com/exdb/mnist/',
         'https://storage.googleapis.com/cvdf-datasets/mnist/')
@@ -76,7 +76,7 @@ def read_idx(path, magic):
   return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
 
 
-def make_conversion(options):
+def convert(options):
   arrays, source_id = {}, []
   for split_name, (images_file, labels_file) in FILES.items():
     images_path = _locate(options.source_dir, images_file, options.download)
@@ -92,6 +92,12 @@ def make_conversion(options):
     arrays[split_name] = images, labels
     source_id += [(os.path.basename(p), os.path.getsize(p))
                   for p in (images_path, labels_path)]
-  return converters.array_conversion(
+  return dataset_utils.array_conversion(
       'mnist', arrays, CLASS_NAMES, options.num_shards, DEFAULT_SHARDS,
       repr(source_id))
+
+
+register_dataset('mnist', convert, splits={'train': 60000, 'test': 10000},
+                 num_classes=len(CLASS_NAMES), channels=1, image_size=(28, 28),
+                 read_pattern='mnist_%s*.tfrecord',
+                 single_shard_pattern='mnist_%s.tfrecord')

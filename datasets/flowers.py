@@ -7,9 +7,9 @@ holds out a tenth instead. 5 shards per split, named as TF-Slim's.
 """
 import os
 
-from datasets import convert_folder
-from datasets import converters
 from datasets import dataset_utils
+from datasets import image_folder
+from datasets.registry import Conversion, Split, register_dataset, shard_count
 
 URL = 'http://download.tensorflow.org/example_images/flower_photos.tgz'
 # Size and sha256 published by TensorFlow Datasets (url_checksums/tf_flowers.txt).
@@ -43,24 +43,30 @@ def _photos_root(options):
   return root
 
 
-def make_conversion(options):
+def convert(options):
   root = _photos_root(options)
-  names = convert_folder.class_folders(root)
+  names = image_folder.class_folders(root)
   photos = [(path, label) for label, name in enumerate(names)
-            for path in convert_folder.image_files(root, name)]
-  photos = convert_folder.shuffled(photos, options.seed)
+            for path in image_folder.image_files(root, name)]
+  photos = image_folder.shuffled(photos, options.seed)
   num_validation = min(NUM_VALIDATION, len(photos) // 10)
   splits = tuple(
-      converters.Split(split_name, items, converters.shard_count(
-          options.num_shards, DEFAULT_SHARDS, len(items)))
+      Split(split_name, items,
+            shard_count(options.num_shards, DEFAULT_SHARDS, len(items)))
       for split_name, items in (('train', photos[num_validation:]),
                                 ('validation', photos[:num_validation])))
 
   def to_example(item):
     path, label = item
-    return convert_folder.folder_example(root, path, label, names[label])
+    return image_folder.folder_example(root, path, label, names[label])
 
-  return converters.Conversion(
+  return Conversion(
       dataset_name='flowers', splits=splits, to_example=to_example,
       labels_to_names=dict(enumerate(names)), num_classes=len(names),
       source_id='')  # the items (relative paths, labels) identify the inputs
+
+
+# TF-Slim's file names: flowers_train_00000-of-00005.tfrecord.
+register_dataset('flowers', convert, splits={'train': 3320, 'validation': 350},
+                 num_classes=5, read_pattern='flowers_%s_*.tfrecord',
+                 shard_pattern='flowers_%s_%05d-of-%05d.tfrecord')

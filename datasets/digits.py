@@ -9,9 +9,10 @@ images.
 """
 import numpy as np
 
-from datasets import converters
 from datasets import dataset_utils
+from datasets.registry import Conversion, Split, register_dataset, shard_count
 
+NUM_IMAGES = 1797
 NUM_VALIDATION = 360
 CLASS_NAMES = ('zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven',
                'eight', 'nine')
@@ -31,11 +32,10 @@ def split_indices(num_images, seed):
   return {'train': order[NUM_VALIDATION:], 'validation': order[:NUM_VALIDATION]}
 
 
-def make_conversion(options):
+def convert(options):
   images, labels = load_scaled()
   splits = tuple(
-      converters.Split(name, indices, converters.shard_count(options.num_shards, 1,
-                                                             len(indices)))
+      Split(name, indices, shard_count(options.num_shards, 1, len(indices)))
       for name, indices in split_indices(len(images), options.seed).items())
 
   def to_example(index):
@@ -43,7 +43,13 @@ def make_conversion(options):
     return dataset_utils.image_to_tfexample(
         dataset_utils.encode_png(images[index]), b'png', 8, 8, label, CLASS_NAMES[label])
 
-  return converters.Conversion(
+  return Conversion(
       dataset_name='digits', splits=splits, to_example=to_example,
       labels_to_names=dict(enumerate(CLASS_NAMES)), num_classes=len(CLASS_NAMES),
       source_id='sklearn.datasets.load_digits')
+
+
+register_dataset('digits', convert,
+                 splits={'train': NUM_IMAGES - NUM_VALIDATION,
+                         'validation': NUM_VALIDATION},
+                 num_classes=len(CLASS_NAMES), channels=1, image_size=(8, 8))

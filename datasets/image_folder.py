@@ -12,8 +12,8 @@ import math
 import os
 import random
 
-from datasets import converters
 from datasets import dataset_utils
+from datasets.registry import Conversion, Split, register_dataset, shard_count
 
 IMAGES_PER_SHARD = 1000  # default shard size, about 100 MB of typical photos
 
@@ -62,7 +62,7 @@ def default_shards(num_items):
   return math.ceil(num_items / IMAGES_PER_SHARD)
 
 
-def make_conversion(options):
+def convert(options):
   root = options.source_dir
   names = class_folders(root)
   train, validation = [], []
@@ -72,7 +72,7 @@ def make_conversion(options):
     validation += [(path, label) for path in files[:num_validation]]
     train += [(path, label) for path in files[num_validation:]]
   splits = tuple(
-      converters.Split(split_name, items, converters.shard_count(
+      Split(split_name, items, shard_count(
           options.num_shards, default_shards(len(items)), len(items)))
       for split_name, items in (('train', shuffled(train, options.seed)),
                                 ('validation', shuffled(validation, options.seed))))
@@ -81,7 +81,12 @@ def make_conversion(options):
     path, label = item
     return folder_example(root, path, label, names[label])
 
-  return converters.Conversion(
+  return Conversion(
       dataset_name='image_folder', splits=splits, to_example=to_example,
       labels_to_names=dict(enumerate(names)), num_classes=len(names),
       source_id='')  # the items (relative paths, labels) identify the inputs
+
+
+# Sizes and classes depend on the folder: only its conversion can tell them.
+register_dataset('image_folder', convert, splits={'train': None, 'validation': None},
+                 source_hint='<folder of class sub-folders>')

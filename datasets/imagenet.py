@@ -32,9 +32,9 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
-from datasets import convert_folder
-from datasets import converters
 from datasets import dataset_utils
+from datasets import image_folder
+from datasets.registry import Conversion, Split, register_dataset, shard_count
 
 DEFAULT_SHARDS = {'train': 1024, 'validation': 128}
 SYNSETS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data',
@@ -145,7 +145,7 @@ def _folder_items(split_name, root, synsets, stream=None):
         stream)
   return [(os.path.join(split_name, path), label, synset)
           for label, synset in enumerate(synsets, 1) if synset in present
-          for path in convert_folder.image_files(root, synset)]
+          for path in image_folder.image_files(root, synset)]
 
 
 def _flat_validation_items(source_dir, root, synsets):
@@ -182,7 +182,7 @@ def _flat_validation_items(source_dir, root, synsets):
   return items
 
 
-def make_conversion(options):
+def convert(options):
   if options.download:
     raise dataset_utils.ConversionError(
         'ImageNet cannot be downloaded here (it needs an image-net.org account); '
@@ -205,8 +205,8 @@ def make_conversion(options):
              else _folder_items(split_name, root, synsets))
     if not items:
       raise dataset_utils.ConversionError('%s holds no images' % root)
-    items = convert_folder.shuffled(items, options.seed)
-    splits.append(converters.Split(split_name, items, converters.shard_count(
+    items = image_folder.shuffled(items, options.seed)
+    splits.append(Split(split_name, items, shard_count(
         options.num_shards, DEFAULT_SHARDS[split_name], len(items))))
 
   def to_example(item):
@@ -229,7 +229,7 @@ def make_conversion(options):
         data, b'JPEG' if image_format == b'jpeg' else image_format, height, width,
         label, names[label], extra)
 
-  return converters.Conversion(
+  return Conversion(
       dataset_name='imagenet', splits=tuple(splits), to_example=to_example,
       labels_to_names=names, num_classes=len(names),
       # The boxes change the records, so they belong to the fingerprint.
@@ -241,3 +241,11 @@ def _digest(items):
   for item in items:
     digest.update(repr(item).encode())
   return digest.hexdigest()
+
+
+# TF-Slim's file names (train-00000-of-01024). Label 0 is 'background', as in
+# TF-Slim's ImageNet checkpoints (1001 logits).
+register_dataset('imagenet', convert,
+                 splits={'train': 1281167, 'validation': 50000},
+                 num_classes=1001, read_pattern='%s-*',
+                 shard_pattern='%s-%05d-of-%05d', has_boxes=True)
