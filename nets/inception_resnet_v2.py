@@ -200,38 +200,6 @@ def inception_resnet_v2_base(inputs, final_endpoint='Conv2d_7b_1x1',
       return net, end_points
 
 
-def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
-                        dropout_keep_prob=0.8, reuse=None,
-                        scope='InceptionResnetV2', create_aux_logits=True,
-                        activation_fn=tf.nn.relu):
-  """Inception-ResNet-v2 classifier.
-
-  Arguments and results as inception_v4.inception_v4's, plus
-  `activation_fn`, the activation at the end of each residual block; the
-  height and width of `inputs` may be unknown when `create_aux_logits` is
-  False.
-  """
-  with tf1.variable_scope(scope, 'InceptionResnetV2', [inputs],
-                          reuse=reuse) as scope:
-    with slim.arg_scope([slim.batch_norm, slim.dropout],
-                        is_training=is_training):
-      net, end_points = inception_resnet_v2_base(inputs, scope=scope,
-                                                 activation_fn=activation_fn)
-      if create_aux_logits and num_classes:
-        # The pool's scope name is the checkpoint's, though it is a 5x5 pool.
-        end_points['AuxLogits'] = inception_utils.aux_logits(
-            end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
-            'Conv2d_2a_5x5', 'Logits')
-      # Unlike Inception-v4, dropout comes after the flatten here.
-      return inception_utils.logits_head(
-          net, end_points, num_classes, 'AvgPool_1a_8x8',
-          lambda net: slim.dropout(slim.flatten(net), dropout_keep_prob,
-                                   scope='Dropout'))
-
-
-inception_resnet_v2.default_image_size = 299
-
-
 def inception_resnet_v2_arg_scope(
     weight_decay=0.00004,
     batch_norm_decay=0.9997,
@@ -262,8 +230,37 @@ def inception_resnet_v2_arg_scope(
       return sc
 
 
+def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
+                        dropout_keep_prob=0.8, reuse=None,
+                        scope='InceptionResnetV2', create_aux_logits=True,
+                        activation_fn=tf.nn.relu):
+  """Inception-ResNet-v2 classifier.
+
+  Arguments and results as inception_v4.inception_v4's, plus
+  `activation_fn`, the activation at the end of each residual block; the
+  height and width of `inputs` may be unknown when `create_aux_logits` is
+  False.
+  """
+  with tf1.variable_scope(scope, 'InceptionResnetV2', [inputs],
+                          reuse=reuse) as scope:
+    with slim.arg_scope([slim.batch_norm, slim.dropout],
+                        is_training=is_training):
+      net, end_points = inception_resnet_v2_base(inputs, scope=scope,
+                                                 activation_fn=activation_fn)
+      if create_aux_logits and num_classes:
+        # The pool's scope name is the checkpoint's, though it is a 5x5 pool.
+        end_points['AuxLogits'] = inception_utils.aux_logits(
+            end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
+            'Conv2d_2a_5x5', 'Logits')
+      # Unlike Inception-v4, dropout comes after the flatten here.
+      return inception_utils.logits_head(
+          net, end_points, num_classes, 'AvgPool_1a_8x8',
+          lambda net: slim.dropout(slim.flatten(net), dropout_keep_prob,
+                                   scope='Dropout'))
+
+
 register_network('inception_resnet_v2', inception_resnet_v2,
-                 inception_resnet_v2_arg_scope,
+                 inception_resnet_v2_arg_scope, default_image_size=299,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionResnetV2/Logits',
                                 'InceptionResnetV2/AuxLogits'),

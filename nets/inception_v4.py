@@ -190,6 +190,9 @@ def inception_v4_base(inputs, final_endpoint='Mixed_7d', scope=None):
           return net, end_points
 
 
+inception_v4_arg_scope = inception_utils.inception_arg_scope
+
+
 def inception_v4(inputs, num_classes=1001, is_training=True,
                  dropout_keep_prob=0.8, reuse=None, scope='InceptionV4',
                  create_aux_logits=True):
@@ -227,11 +230,8 @@ def inception_v4(inputs, num_classes=1001, is_training=True,
                 scope='PreLogitsFlatten'))
 
 
-inception_v4.default_image_size = 299
-inception_v4_arg_scope = inception_utils.inception_arg_scope
-
 register_network('inception_v4', inception_v4, inception_v4_arg_scope,
-                 num_classes=1001,
+                 default_image_size=299, num_classes=1001,
                  preprocessing_name='inception',
                  logits_scopes=('InceptionV4/Logits', 'InceptionV4/AuxLogits'),
                  published=('inception_v4_2016_09_09.tar.gz', 80.2, 95.2))
