@@ -4,8 +4,8 @@ Three published variants share one builder, `_build_nasnet_base`:
   nasnet_cifar   32x32 CIFAR-10, 18 normal cells of 32 filters, conv stem.
   nasnet_mobile  224 ImageNet, 12 cells of 44 filters ("NASNet-A 4@1056").
   nasnet_large   331 ImageNet, 18 cells of 168 filters ("6@4032").
-(TF-Slim names them build_nasnet_cifar, build_nasnet_mobile and
-build_nasnet_large; those names are kept as aliases.)
+TF-Slim's names for them, build_nasnet_cifar, build_nasnet_mobile and
+build_nasnet_large, are aliases.
 The ImageNet variants start with a 3x3/2 conv and two reduction cells
 (`cell_stem_0/1`); a reduction cell precedes the cells at 1/3 and 2/3 of depth.
 In training an auxiliary head (`aux_<cell>`) reads the cell before the second
