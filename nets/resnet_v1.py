@@ -99,7 +99,8 @@ def resnet_v1_50(inputs, num_classes=None, is_training=True, global_pool=True,
 
 register_network('resnet_v1_50', resnet_v1_50, resnet_arg_scope,
                  default_image_size=224, num_classes=1000, labels_offset=1,
-                 preprocessing_name='vgg', logits_scopes=('resnet_v1_50/logits',),
+                 preprocessing_name='vgg',
+                 logits_scopes=('resnet_v1_50/logits',),
                  published=('resnet_v1_50_2016_08_28.tar.gz', 75.2, 92.2))
 
 
