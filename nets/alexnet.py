@@ -35,14 +35,31 @@ _FEATURES = (
     fc_utils.layer(slim.max_pool2d, [3, 3], 2, scope='pool5'),
 )
 
-alexnet_v2 = fc_utils.network(
-    'alexnet_v2', __name__, _FEATURES, fc6_depth=4096, fc6_kernel=[5, 5],
-    doc='Builds AlexNet v2; returns (logits, end_points).\n' +
-    fc_utils.ARGS_DOC % {
-        'size': '224x224 makes fc6 see exactly its 5x5 window.', 'more': ''})
-alexnet_v2.default_image_size = 224
+def alexnet_v2(inputs, num_classes=1000, is_training=True,
+               dropout_keep_prob=0.5, spatial_squeeze=True, scope='alexnet_v2',
+               global_pool=False):
+  """Builds AlexNet v2; returns (logits, end_points).
+
+  Args:
+    inputs: float images [batch, height, width, channels]; 224x224 makes fc6
+      see exactly its 5x5 window.
+    num_classes: classes of fc8; 0 or None returns the fc7 features instead.
+    is_training: enables dropout.
+    dropout_keep_prob: probability of keeping an fc6/fc7 activation.
+    spatial_squeeze: drops the 1x1 spatial dimensions of the logits.
+    scope: variable scope of the network.
+    global_pool: averages fc7 over space first, for any input size (not
+      part of the published network).
+
+  Returns:
+    (logits or features, end_points dict keyed by scope path).
+  """
+  return fc_utils.build('alexnet_v2', _FEATURES, 4096, [5, 5], inputs,
+                        num_classes, is_training, dropout_keep_prob,
+                        spatial_squeeze, scope, global_pool,
+                        small_fc_init=True)
+
 
 register_network('alexnet_v2', alexnet_v2, alexnet_v2_arg_scope,
-                 num_classes=1001,
-                 preprocessing_name='vgg',
-                 logits_scopes=('alexnet_v2/fc8',))
+                 default_image_size=224, num_classes=1001,
+                 preprocessing_name='vgg', logits_scopes=('alexnet_v2/fc8',))

@@ -18,6 +18,21 @@ def _lrn(net, name):
   return tf.nn.lrn(net, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75, name=name)
 
 
+def cifarnet_arg_scope(weight_decay=0.004):
+  """ReLU layers; dense layers start with 0.1 biases and carry the weight decay."""
+  with slim.arg_scope(
+      [slim.conv2d],
+      weights_initializer=tf1.truncated_normal_initializer(stddev=5e-2),
+      activation_fn=tf.nn.relu):
+    with slim.arg_scope(
+        [slim.fully_connected],
+        biases_initializer=tf1.constant_initializer(0.1),
+        weights_initializer=tf1.truncated_normal_initializer(stddev=0.04),
+        weights_regularizer=slim.l2_regularizer(weight_decay),
+        activation_fn=tf.nn.relu) as sc:
+      return sc
+
+
 def cifarnet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
              prediction_fn=slim.softmax, scope='CifarNet'):
   """Builds CifarNet on `images` [batch, height, width, channels].
@@ -61,25 +76,7 @@ def cifarnet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
   return logits, end_points
 
 
-cifarnet.default_image_size = 32
-
-
-def cifarnet_arg_scope(weight_decay=0.004):
-  """ReLU layers; dense layers start with 0.1 biases and carry the weight decay."""
-  with slim.arg_scope(
-      [slim.conv2d],
-      weights_initializer=tf1.truncated_normal_initializer(stddev=5e-2),
-      activation_fn=tf.nn.relu):
-    with slim.arg_scope(
-        [slim.fully_connected],
-        biases_initializer=tf1.constant_initializer(0.1),
-        weights_initializer=tf1.truncated_normal_initializer(stddev=0.04),
-        weights_regularizer=slim.l2_regularizer(weight_decay),
-        activation_fn=tf.nn.relu) as sc:
-      return sc
-
-
 register_network('cifarnet', cifarnet, cifarnet_arg_scope,
-                 num_classes=10,
+                 default_image_size=32, num_classes=10,
                  preprocessing_name='cifarnet',
                  logits_scopes=('CifarNet/logits',))

@@ -5,8 +5,8 @@ fc6 convolves the last feature map with a kernel its size ('VALID'), fc7 and
 fc8 are 1x1 convolutions, so the same variables classify one window at the
 published size and a grid of windows on larger images
 (`spatial_squeeze=False`). A family is a table of feature layers (`layer`
-rows) and its fc6; `network` builds TF-Slim's function from them. A helper:
-it registers no network.
+rows) and its fc6, which its functions pass to `build`. A helper: it
+registers no network.
 """
 import contextlib
 
@@ -16,22 +16,6 @@ import tf_slim as slim
 import tf_compat  # noqa: F401
 
 tf1 = tf.compat.v1
-
-ARGS_DOC = """
-  Args:
-    inputs: float images [batch, height, width, channels],
-      %(size)s
-    num_classes: classes of fc8; 0 or None returns the fc7 features instead.
-    is_training: enables dropout.
-    dropout_keep_prob: probability of keeping an fc6/fc7 activation.
-    spatial_squeeze: drops the 1x1 spatial dimensions of the logits.
-    scope: variable scope of the network.%(more)s
-    global_pool: averages fc7 over space first, for any input size (not
-      part of the published network).
-
-  Returns:
-    (logits or features, end_points dict keyed by scope path).
-"""
 
 
 def arg_scope(weight_decay, biases_initializer, valid_pools=False):
@@ -98,13 +82,17 @@ def fc_head(net, end_points_collection, scope_name, num_classes, is_training,
   return net, end_points
 
 
-def build(inputs, scope, default_scope, features, small_fc_init=False,
-          **head_args):
-  """`features` (a table of `layer` rows), then fc_head(**head_args), in
-  `scope`; every layer is an end point keyed by its scope path.
+def build(default_scope, features, fc6_depth, fc6_kernel, inputs,
+          num_classes, is_training, dropout_keep_prob, spatial_squeeze, scope,
+          global_pool, fc6_padding='VALID', small_fc_init=False):
+  """A network of these families: `features` (a table of `layer` rows), then
+  fc_head, in `scope` (default `default_scope`); every layer is an end point
+  keyed by its scope path.
 
-  `small_fc_init`: AlexNet's and OverFeat's fc layers start from a truncated
-  normal(0.005) and 0.1 biases (their fc8 passes its own biases initializer).
+  The arguments from `inputs` on are those of TF-Slim's functions (see
+  alexnet.alexnet_v2), fc6's are fc_head's. `small_fc_init`: AlexNet's and
+  OverFeat's fc layers start from a truncated normal(0.005) and 0.1 biases,
+  and fc8 from zero biases.
   """
   with tf1.variable_scope(scope, default_scope, [inputs]) as sc:
     collection = sc.original_name_scope + '_end_points'
@@ -118,25 +106,8 @@ def build(inputs, scope, default_scope, features, small_fc_init=False,
           weights_initializer=tf1.truncated_normal_initializer(0.0, 0.005),
           biases_initializer=tf1.constant_initializer(0.1))
             if small_fc_init else contextlib.nullcontext()):
-        return fc_head(net, collection, sc.name, **head_args)
-
-
-def network(name, module, features, fc6_depth, fc6_kernel, doc):
-  """TF-Slim's `<name>(inputs, num_classes=1000, ...)` for AlexNet and
-  OverFeat: `features`, then fc6 (`fc6_depth`, `fc6_kernel`, 'VALID') to fc8
-  with their small fc initializers and zero fc8 biases; defined in `module`."""
-
-  def classifier(inputs, num_classes=1000, is_training=True,
-                 dropout_keep_prob=0.5, spatial_squeeze=True, scope=name,
-                 global_pool=False):
-    return build(inputs, scope, name, features, small_fc_init=True,
-                 num_classes=num_classes, is_training=is_training,
-                 dropout_keep_prob=dropout_keep_prob,
-                 spatial_squeeze=spatial_squeeze, global_pool=global_pool,
-                 fc6_depth=fc6_depth, fc6_kernel=fc6_kernel,
-                 logits_biases_initializer=tf1.zeros_initializer())
-
-  classifier.__name__ = classifier.__qualname__ = name
-  classifier.__module__ = module
-  classifier.__doc__ = doc
-  return classifier
+        return fc_head(
+            net, collection, sc.name, num_classes, is_training,
+            dropout_keep_prob, spatial_squeeze, global_pool, fc6_depth,
+            fc6_kernel, fc6_padding,
+            tf1.zeros_initializer() if small_fc_init else None)

@@ -59,7 +59,9 @@ def i3d(inputs,
                        scope=scope, **_I3D_TRUNK)
 
 
-i3d.default_image_size = 224
-i3d.num_frames = 64
-
-register_network('i3d', i3d, i3d_arg_scope, **i3d_utils.registration(i3d))
+# Clips of 64 frames of 224x224; TF-Slim's default of 1000 classes (it
+# publishes no checkpoint of I3D).
+register_network('i3d', i3d, i3d_arg_scope, default_image_size=224,
+                 num_frames=64, num_classes=1000,
+                 preprocessing_name='inception',
+                 logits_scopes=('InceptionV1/Logits',))

@@ -23,16 +23,6 @@ def check_data_format(data_format):
   return data_format
 
 
-def registration(network_fn):
-  """What I3D and S3D-G register alike, as the registry's keyword arguments:
-  clips of `network_fn.num_frames` frames (of its default_image_size), Inception
-  v1's classifier scope, and TF-Slim's default 1000 classes (it publishes no
-  checkpoint of either)."""
-  return dict(num_frames=network_fn.num_frames, num_classes=1000,
-              preprocessing_name='inception',
-              logits_scopes=('InceptionV1/Logits',))
-
-
 def check_clips(inputs, network):
   """Raises ValueError unless `inputs` is a 5-D tensor of clips."""
   rank = inputs.get_shape().ndims

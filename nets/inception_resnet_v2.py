@@ -37,40 +37,50 @@ def _add_residual(net, mixed, scale, activation_fn):
   return net
 
 
-def _residual_block(name, doc, *branches):
-  """TF-Slim's `<name>(net, scale=1.0, activation_fn=relu, scope=None,
-  reuse=None)`: `branches` side by side (towers), added back to `net` by
-  _add_residual, in the default scope 'Block<size>'."""
-  default_scope = name.capitalize()
-
-  def block(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
-    with tf1.variable_scope(scope, default_scope, [net], reuse=reuse):
-      return _add_residual(net, towers(net, *branches), scale, activation_fn)
-
-  # slim.repeat names the repeated blocks after the function: block35_1, ...
-  block.__name__ = block.__qualname__ = name
-  block.__doc__ = doc
-  return block
+def _residual_block(default_scope, branches, net, scale, activation_fn,
+                    scope, reuse):
+  """`branches` side by side (towers), added back to `net` by _add_residual,
+  in `scope` (default `default_scope`)."""
+  with tf1.variable_scope(scope, default_scope, [net], reuse=reuse):
+    return _add_residual(net, towers(net, *branches), scale, activation_fn)
 
 
-block35 = _residual_block(
-    'block35', 'Residual block at 35x35: 1x1, 1x1-3x3 and 1x1-3x3-3x3 towers.',
+_BLOCK35 = (
     [conv(32, 1, 'Conv2d_1x1')],
     [conv(32, 1, 'Conv2d_0a_1x1'), conv(32, 3, 'Conv2d_0b_3x3')],
     [conv(32, 1, 'Conv2d_0a_1x1'), conv(48, 3, 'Conv2d_0b_3x3'),
      conv(64, 3, 'Conv2d_0c_3x3')])
 
-block17 = _residual_block(
-    'block17', 'Residual block at 17x17: 1x1 and 1x1-1x7-7x1 towers.',
+
+# slim.repeat names the repeated blocks after these functions: block35_1, ...
+def block35(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
+  """Residual block at 35x35: 1x1, 1x1-3x3 and 1x1-3x3-3x3 towers."""
+  return _residual_block('Block35', _BLOCK35, net, scale, activation_fn,
+                         scope, reuse)
+
+
+_BLOCK17 = (
     [conv(192, 1, 'Conv2d_1x1')],
     [conv(128, 1, 'Conv2d_0a_1x1'), conv(160, [1, 7], 'Conv2d_0b_1x7'),
      conv(192, [7, 1], 'Conv2d_0c_7x1')])
 
-block8 = _residual_block(
-    'block8', 'Residual block at 8x8: 1x1 and 1x1-1x3-3x1 towers.',
+
+def block17(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
+  """Residual block at 17x17: 1x1 and 1x1-1x7-7x1 towers."""
+  return _residual_block('Block17', _BLOCK17, net, scale, activation_fn,
+                         scope, reuse)
+
+
+_BLOCK8 = (
     [conv(192, 1, 'Conv2d_1x1')],
     [conv(192, 1, 'Conv2d_0a_1x1'), conv(224, [1, 3], 'Conv2d_0b_1x3'),
      conv(256, [3, 1], 'Conv2d_0c_3x1')])
+
+
+def block8(net, scale=1.0, activation_fn=tf.nn.relu, scope=None, reuse=None):
+  """Residual block at 8x8: 1x1 and 1x1-1x3-3x1 towers."""
+  return _residual_block('Block8', _BLOCK8, net, scale, activation_fn,
+                         scope, reuse)
 
 
 _END_POINTS = ('Conv2d_1a_3x3', 'Conv2d_2a_3x3', 'Conv2d_2b_3x3',
@@ -200,38 +210,6 @@ def inception_resnet_v2_base(inputs, final_endpoint='Conv2d_7b_1x1',
       return net, end_points
 
 
-def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
-                        dropout_keep_prob=0.8, reuse=None,
-                        scope='InceptionResnetV2', create_aux_logits=True,
-                        activation_fn=tf.nn.relu):
-  """Inception-ResNet-v2 classifier.
-
-  Arguments and results as inception_v4.inception_v4's, plus
-  `activation_fn`, the activation at the end of each residual block; the
-  height and width of `inputs` may be unknown when `create_aux_logits` is
-  False.
-  """
-  with tf1.variable_scope(scope, 'InceptionResnetV2', [inputs],
-                          reuse=reuse) as scope:
-    with slim.arg_scope([slim.batch_norm, slim.dropout],
-                        is_training=is_training):
-      net, end_points = inception_resnet_v2_base(inputs, scope=scope,
-                                                 activation_fn=activation_fn)
-      if create_aux_logits and num_classes:
-        # The pool's scope name is the checkpoint's, though it is a 5x5 pool.
-        end_points['AuxLogits'] = inception_utils.aux_logits(
-            end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
-            'Conv2d_2a_5x5', 'Logits')
-      # Unlike Inception-v4, dropout comes after the flatten here.
-      return inception_utils.logits_head(
-          net, end_points, num_classes, 'AvgPool_1a_8x8',
-          lambda net: slim.dropout(slim.flatten(net), dropout_keep_prob,
-                                   scope='Dropout'))
-
-
-inception_resnet_v2.default_image_size = 299
-
-
 def inception_resnet_v2_arg_scope(
     weight_decay=0.00004,
     batch_norm_decay=0.9997,
@@ -262,8 +240,37 @@ def inception_resnet_v2_arg_scope(
       return sc
 
 
+def inception_resnet_v2(inputs, num_classes=1001, is_training=True,
+                        dropout_keep_prob=0.8, reuse=None,
+                        scope='InceptionResnetV2', create_aux_logits=True,
+                        activation_fn=tf.nn.relu):
+  """Inception-ResNet-v2 classifier.
+
+  Arguments and results as inception_v4.inception_v4's, plus
+  `activation_fn`, the activation at the end of each residual block; the
+  height and width of `inputs` may be unknown when `create_aux_logits` is
+  False.
+  """
+  with tf1.variable_scope(scope, 'InceptionResnetV2', [inputs],
+                          reuse=reuse) as scope:
+    with slim.arg_scope([slim.batch_norm, slim.dropout],
+                        is_training=is_training):
+      net, end_points = inception_resnet_v2_base(inputs, scope=scope,
+                                                 activation_fn=activation_fn)
+      if create_aux_logits and num_classes:
+        # The pool's scope name is the checkpoint's, though it is a 5x5 pool.
+        end_points['AuxLogits'] = inception_utils.aux_logits(
+            end_points['PreAuxLogits'], num_classes, 'Conv2d_1a_3x3',
+            'Conv2d_2a_5x5', 'Logits')
+      # Unlike Inception-v4, dropout comes after the flatten here.
+      return inception_utils.logits_head(
+          net, end_points, num_classes, 'AvgPool_1a_8x8',
+          lambda net: slim.dropout(slim.flatten(net), dropout_keep_prob,
+                                   scope='Dropout'))
+
+
 register_network('inception_resnet_v2', inception_resnet_v2,
-                 inception_resnet_v2_arg_scope,
+                 inception_resnet_v2_arg_scope, default_image_size=299,
                  num_classes=1001, preprocessing_name='inception',
                  logits_scopes=('InceptionResnetV2/Logits',
                                 'InceptionResnetV2/AuxLogits'),

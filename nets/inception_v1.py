@@ -137,6 +137,9 @@ def inception_v1_base(inputs,
         return inception_utils.build_up_to(inputs, stages, final_endpoint)
 
 
+inception_v1_arg_scope = inception_utils.inception_arg_scope
+
+
 def inception_v1(inputs,
                  num_classes=1000,
                  is_training=True,
@@ -177,11 +180,8 @@ def inception_v1(inputs,
           prediction_fn, spatial_squeeze, global_pool)
 
 
-inception_v1.default_image_size = 224
-
-inception_v1_arg_scope = inception_utils.inception_arg_scope
-
 register_network('inception_v1', inception_v1, inception_v1_arg_scope,
-                 num_classes=1001, preprocessing_name='inception',
+                 default_image_size=224, num_classes=1001,
+                 preprocessing_name='inception',
                  logits_scopes=('InceptionV1/Logits',),
                  published=('inception_v1_2016_08_28.tar.gz', 69.8, 89.6))

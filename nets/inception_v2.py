@@ -190,6 +190,9 @@ def inception_v2_base(inputs,
       return inception_utils.build_up_to(inputs, stages, final_endpoint)
 
 
+inception_v2_arg_scope = inception_utils.inception_arg_scope
+
+
 def inception_v2(inputs,
                  num_classes=1000,
                  is_training=True,
@@ -249,11 +252,8 @@ def inception_v2(inputs,
             prediction_fn, spatial_squeeze, global_pool, data_format)
 
 
-inception_v2.default_image_size = 224
-
-inception_v2_arg_scope = inception_utils.inception_arg_scope
-
 register_network('inception_v2', inception_v2, inception_v2_arg_scope,
-                 num_classes=1001, preprocessing_name='inception',
+                 default_image_size=224, num_classes=1001,
+                 preprocessing_name='inception',
                  logits_scopes=('InceptionV2/Logits',),
                  published=('inception_v2_2016_08_28.tar.gz', 73.9, 91.8))

@@ -208,6 +208,9 @@ def _aux_logits(net, num_classes, depth, spatial_squeeze):
     return aux_logits
 
 
+inception_v3_arg_scope = inception_utils.inception_arg_scope
+
+
 def inception_v3(inputs,
                  num_classes=1000,
                  is_training=True,
@@ -269,11 +272,8 @@ def inception_v3(inputs,
           prediction_fn, spatial_squeeze, global_pool)
 
 
-inception_v3.default_image_size = 299
-
-inception_v3_arg_scope = inception_utils.inception_arg_scope
-
 register_network('inception_v3', inception_v3, inception_v3_arg_scope,
-                 num_classes=1001, preprocessing_name='inception',
+                 default_image_size=299, num_classes=1001,
+                 preprocessing_name='inception',
                  logits_scopes=('InceptionV3/Logits', 'InceptionV3/AuxLogits'),
                  published=('inception_v3_2016_08_28.tar.gz', 78.0, 93.9))

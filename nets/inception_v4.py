@@ -25,26 +25,16 @@ split = inception_utils.split
 towers = inception_utils.towers
 
 
-def _block(name, doc, *branches):
-  """TF-Slim's `<name>(inputs, scope=None, reuse=None)`: `branches` side by
-  side (towers) in the default scope named after it ('block_inception_a':
-  'BlockInceptionA'), stride 1 and 'SAME' unless a layer says."""
-  default_scope = ''.join(word.capitalize() for word in name.split('_'))
-
-  def block(inputs, scope=None, reuse=None):
-    with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
-                        stride=1, padding='SAME'):
-      with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse):
-        return towers(inputs, *branches)
-
-  block.__name__ = block.__qualname__ = name
-  block.__doc__ = doc
-  return block
+def _block(default_scope, branches, inputs, scope, reuse):
+  """`branches` side by side (towers) in `scope` (default `default_scope`),
+  stride 1 and 'SAME' unless a layer says."""
+  with slim.arg_scope([slim.conv2d, slim.avg_pool2d, slim.max_pool2d],
+                      stride=1, padding='SAME'):
+    with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse):
+      return towers(inputs, *branches)
 
 
-block_inception_a = _block(
-    'block_inception_a',
-    'Inception-A (35x35): 1x1, 1x1-3x3, 1x1-3x3-3x3 and avg-pool-1x1 towers.',
+_INCEPTION_A = (
     [conv(96, [1, 1], 'Conv2d_0a_1x1')],
     [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3')],
     [conv(64, [1, 1], 'Conv2d_0a_1x1'), conv(96, [3, 3], 'Conv2d_0b_3x3'),
@@ -52,9 +42,12 @@ block_inception_a = _block(
     [avg_pool([3, 3], 'AvgPool_0a_3x3'), conv(96, [1, 1], 'Conv2d_0b_1x1')])
 
 
-block_reduction_a = _block(
-    'block_reduction_a',
-    'Reduction-A (35x35 -> 17x17): strided 3x3, 1x1-3x3-strided 3x3, max-pool.',
+def block_inception_a(inputs, scope=None, reuse=None):
+  """Inception-A (35x35): 1x1, 1x1-3x3, 1x1-3x3-3x3 and avg-pool-1x1 towers."""
+  return _block('BlockInceptionA', _INCEPTION_A, inputs, scope, reuse)
+
+
+_REDUCTION_A = (
     [conv(384, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
     [conv(192, [1, 1], 'Conv2d_0a_1x1'),
      conv(224, [3, 3], 'Conv2d_0b_3x3'),
@@ -62,9 +55,13 @@ block_reduction_a = _block(
     [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
-block_inception_b = _block(
-    'block_inception_b',
-    'Inception-B (17x17): factorised 7x7 towers (1x7 / 7x1 pairs).',
+def block_reduction_a(inputs, scope=None, reuse=None):
+  """Reduction-A (35x35 -> 17x17): strided 3x3, 1x1-3x3-strided 3x3,
+  max-pool."""
+  return _block('BlockReductionA', _REDUCTION_A, inputs, scope, reuse)
+
+
+_INCEPTION_B = (
     [conv(384, [1, 1], 'Conv2d_0a_1x1')],
     [conv(192, [1, 1], 'Conv2d_0a_1x1'),
      conv(224, [1, 7], 'Conv2d_0b_1x7'),
@@ -78,9 +75,12 @@ block_inception_b = _block(
      conv(128, [1, 1], 'Conv2d_0b_1x1')])
 
 
-block_reduction_b = _block(
-    'block_reduction_b',
-    'Reduction-B (17x17 -> 8x8): two strided conv towers and a max-pool.',
+def block_inception_b(inputs, scope=None, reuse=None):
+  """Inception-B (17x17): factorised 7x7 towers (1x7 / 7x1 pairs)."""
+  return _block('BlockInceptionB', _INCEPTION_B, inputs, scope, reuse)
+
+
+_REDUCTION_B = (
     [conv(192, [1, 1], 'Conv2d_0a_1x1'),
      conv(192, [3, 3], 'Conv2d_1a_3x3', stride=2, padding='VALID')],
     [conv(256, [1, 1], 'Conv2d_0a_1x1'),
@@ -90,9 +90,12 @@ block_reduction_b = _block(
     [max_pool([3, 3], 'MaxPool_1a_3x3', stride=2, padding='VALID')])
 
 
-block_inception_c = _block(
-    'block_inception_c',
-    'Inception-C (8x8): towers that end in parallel 1x3 and 3x1 convs.',
+def block_reduction_b(inputs, scope=None, reuse=None):
+  """Reduction-B (17x17 -> 8x8): two strided conv towers and a max-pool."""
+  return _block('BlockReductionB', _REDUCTION_B, inputs, scope, reuse)
+
+
+_INCEPTION_C = (
     [conv(256, [1, 1], 'Conv2d_0a_1x1')],
     [conv(384, [1, 1], 'Conv2d_0a_1x1'),
      split(conv(256, [1, 3], 'Conv2d_0b_1x3'),
@@ -104,6 +107,11 @@ block_inception_c = _block(
            conv(256, [3, 1], 'Conv2d_0e_3x1'))],
     [avg_pool([3, 3], 'AvgPool_0a_3x3'),
      conv(256, [1, 1], 'Conv2d_0b_1x1')])
+
+
+def block_inception_c(inputs, scope=None, reuse=None):
+  """Inception-C (8x8): towers that end in parallel 1x3 and 3x1 convs."""
+  return _block('BlockInceptionC', _INCEPTION_C, inputs, scope, reuse)
 
 
 def _mixed_3a(net):
@@ -190,6 +198,9 @@ def inception_v4_base(inputs, final_endpoint='Mixed_7d', scope=None):
           return net, end_points
 
 
+inception_v4_arg_scope = inception_utils.inception_arg_scope
+
+
 def inception_v4(inputs, num_classes=1001, is_training=True,
                  dropout_keep_prob=0.8, reuse=None, scope='InceptionV4',
                  create_aux_logits=True):
@@ -227,11 +238,8 @@ def inception_v4(inputs, num_classes=1001, is_training=True,
                 scope='PreLogitsFlatten'))
 
 
-inception_v4.default_image_size = 299
-inception_v4_arg_scope = inception_utils.inception_arg_scope
-
 register_network('inception_v4', inception_v4, inception_v4_arg_scope,
-                 num_classes=1001,
+                 default_image_size=299, num_classes=1001,
                  preprocessing_name='inception',
                  logits_scopes=('InceptionV4/Logits', 'InceptionV4/AuxLogits'),
                  published=('inception_v4_2016_09_09.tar.gz', 80.2, 95.2))

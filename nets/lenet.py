@@ -14,6 +14,16 @@ from nets.registry import register_network
 tf1 = tf.compat.v1
 
 
+def lenet_arg_scope(weight_decay=0.0):
+  """ReLU layers with truncated-normal(0.1) weights and L2 weight decay."""
+  with slim.arg_scope(
+      [slim.conv2d, slim.fully_connected],
+      weights_regularizer=slim.l2_regularizer(weight_decay),
+      weights_initializer=tf1.truncated_normal_initializer(stddev=0.1),
+      activation_fn=tf.nn.relu) as sc:
+    return sc
+
+
 def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
           prediction_fn=slim.softmax, scope='LeNet'):
   """Builds LeNet on `images` [batch, height, width, channels].
@@ -40,18 +50,6 @@ def lenet(images, num_classes=10, is_training=False, dropout_keep_prob=0.5,
   return logits, end_points
 
 
-lenet.default_image_size = 28
-
-
-def lenet_arg_scope(weight_decay=0.0):
-  """ReLU layers with truncated-normal(0.1) weights and L2 weight decay."""
-  with slim.arg_scope(
-      [slim.conv2d, slim.fully_connected],
-      weights_regularizer=slim.l2_regularizer(weight_decay),
-      weights_initializer=tf1.truncated_normal_initializer(stddev=0.1),
-      activation_fn=tf.nn.relu) as sc:
-    return sc
-
-
-register_network('lenet', lenet, lenet_arg_scope, num_classes=10,
-                 preprocessing_name='lenet', logits_scopes=('LeNet/fc4',))
+register_network('lenet', lenet, lenet_arg_scope, default_image_size=28,
+                 num_classes=10, preprocessing_name='lenet',
+                 logits_scopes=('LeNet/fc4',))

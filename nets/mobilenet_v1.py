@@ -142,6 +142,47 @@ def mobilenet_v1_base(inputs,
                    % (final_endpoint, len(conv_defs) - 1))
 
 
+def mobilenet_v1_arg_scope(is_training=True,
+                           weight_decay=0.00004,
+                           stddev=0.09,
+                           regularize_depthwise=False,
+                           batch_norm_decay=0.9997,
+                           batch_norm_epsilon=0.001,
+                           batch_norm_updates_collections=tf1.GraphKeys.UPDATE_OPS,
+                           normalizer_fn=slim.batch_norm):
+  """Convolutions: truncated-normal init, batch norm (with gamma), then ReLU6.
+
+  Only the regular convolutions are L2-regularized unless
+  `regularize_depthwise`: depthwise kernels have few weights each, and decaying
+  them hurts accuracy. `is_training` sets batch norm's default mode; None leaves
+  it unset. mobilenet_v1 sets it again from its own `is_training` in an inner
+  scope, so the network's argument is the one that applies.
+  """
+  batch_norm_params = {
+      'center': True,
+      'scale': True,
+      'decay': batch_norm_decay,
+      'epsilon': batch_norm_epsilon,
+      'updates_collections': batch_norm_updates_collections,
+  }
+  if is_training is not None:
+    batch_norm_params['is_training'] = is_training
+  regularizer = slim.l2_regularizer(weight_decay)
+  depthwise_regularizer = regularizer if regularize_depthwise else None
+  with slim.arg_scope([slim.conv2d, slim.separable_conv2d],
+                      weights_initializer=tf1.truncated_normal_initializer(
+                          stddev=stddev),
+                      activation_fn=tf.nn.relu6,
+                      normalizer_fn=normalizer_fn):
+    # batch_norm's own arg_scope (not normalizer_params) so that an inner
+    # arg_scope on slim.batch_norm can still override these values.
+    with slim.arg_scope([slim.batch_norm], **batch_norm_params):
+      with slim.arg_scope([slim.conv2d], weights_regularizer=regularizer):
+        with slim.arg_scope([slim.separable_conv2d],
+                            weights_regularizer=depthwise_regularizer) as sc:
+          return sc
+
+
 # The classifier's names in the published checkpoints: Inception v2's head
 # with an unsized pool scope and no 'PreLogits'.
 HEAD = inception_utils.Head([7, 7], pool_scope='AvgPool_1a', pre_logits=False)
@@ -198,76 +239,22 @@ def mobilenet_v1(inputs,
           prediction_fn, spatial_squeeze, global_pool)
 
 
-mobilenet_v1.default_image_size = 224
+# Each published file name ends with the size it was trained at.
+register_network('mobilenet_v1', mobilenet_v1, mobilenet_v1_arg_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV1/Logits',),
+                 published=('mobilenet_v1_1.0_224.tgz', 70.9, 89.9))
 
+# The thinner published variants: mobilenet_v1 with another depth_multiplier.
+mobilenet_v1_075 = functools.partial(mobilenet_v1, depth_multiplier=0.75)
+register_network('mobilenet_v1_075', mobilenet_v1_075, mobilenet_v1_arg_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV1/Logits',))
 
-def _with_depth_multiplier(name, depth_multiplier):
-  """mobilenet_v1 thinned by `depth_multiplier`, named and documented."""
-  fn = functools.partial(mobilenet_v1, depth_multiplier=depth_multiplier)
-  fn.__name__ = name
-  fn.__doc__ = mobilenet_v1.__doc__
-  fn.default_image_size = mobilenet_v1.default_image_size
-  return fn
+mobilenet_v1_050 = functools.partial(mobilenet_v1, depth_multiplier=0.50)
+register_network('mobilenet_v1_050', mobilenet_v1_050, mobilenet_v1_arg_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV1/Logits',),
+                 published=('mobilenet_v1_0.5_160.tgz', 59.1, 81.9))
 
-
-mobilenet_v1_075 = _with_depth_multiplier('mobilenet_v1_075', 0.75)
-mobilenet_v1_050 = _with_depth_multiplier('mobilenet_v1_050', 0.50)
-mobilenet_v1_025 = _with_depth_multiplier('mobilenet_v1_025', 0.25)
-
-
-def mobilenet_v1_arg_scope(is_training=True,
-                           weight_decay=0.00004,
-                           stddev=0.09,
-                           regularize_depthwise=False,
-                           batch_norm_decay=0.9997,
-                           batch_norm_epsilon=0.001,
-                           batch_norm_updates_collections=tf1.GraphKeys.UPDATE_OPS,
-                           normalizer_fn=slim.batch_norm):
-  """Convolutions: truncated-normal init, batch norm (with gamma), then ReLU6.
-
-  Only the regular convolutions are L2-regularized unless
-  `regularize_depthwise`: depthwise kernels have few weights each, and decaying
-  them hurts accuracy. `is_training` sets batch norm's default mode; None leaves
-  it unset. mobilenet_v1 sets it again from its own `is_training` in an inner
-  scope, so the network's argument is the one that applies.
-  """
-  batch_norm_params = {
-      'center': True,
-      'scale': True,
-      'decay': batch_norm_decay,
-      'epsilon': batch_norm_epsilon,
-      'updates_collections': batch_norm_updates_collections,
-  }
-  if is_training is not None:
-    batch_norm_params['is_training'] = is_training
-  regularizer = slim.l2_regularizer(weight_decay)
-  depthwise_regularizer = regularizer if regularize_depthwise else None
-  with slim.arg_scope([slim.conv2d, slim.separable_conv2d],
-                      weights_initializer=tf1.truncated_normal_initializer(
-                          stddev=stddev),
-                      activation_fn=tf.nn.relu6,
-                      normalizer_fn=normalizer_fn):
-    # batch_norm's own arg_scope (not normalizer_params) so that an inner
-    # arg_scope on slim.batch_norm can still override these values.
-    with slim.arg_scope([slim.batch_norm], **batch_norm_params):
-      with slim.arg_scope([slim.conv2d], weights_regularizer=regularizer):
-        with slim.arg_scope([slim.separable_conv2d],
-                            weights_regularizer=depthwise_regularizer) as sc:
-          return sc
-
-
-for _name, _fn in (('mobilenet_v1', mobilenet_v1),
-                   ('mobilenet_v1_075', mobilenet_v1_075),
-                   ('mobilenet_v1_050', mobilenet_v1_050),
-                   ('mobilenet_v1_025', mobilenet_v1_025)):
-  register_network(_name, _fn, mobilenet_v1_arg_scope,
-                   num_classes=1001, preprocessing_name='inception',
-                   logits_scopes=('MobilenetV1/Logits',),
-                   # Each file name ends with the size it was trained at.
-                   published={
-                       'mobilenet_v1': ('mobilenet_v1_1.0_224.tgz', 70.9, 89.9),
-                       'mobilenet_v1_050': (
-                           'mobilenet_v1_0.5_160.tgz', 59.1, 81.9),
-                       'mobilenet_v1_025': (
-                           'mobilenet_v1_0.25_128.tgz', 41.5, 66.3),
-                   }.get(_name))
+mobilenet_v1_025 = functools.partial(mobilenet_v1, depth_multiplier=0.25)
+register_network('mobilenet_v1_025', mobilenet_v1_025, mobilenet_v1_arg_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV1/Logits',),
+                 published=('mobilenet_v1_0.25_128.tgz', 41.5, 66.3))

@@ -1,10 +1,10 @@
 """Maps a network name to a function that builds it: `get_network_fn`.
 
-Every family module of the `nets` package and its subpackages
-(`nets.mobilenet`, `nets.nasnet`) is imported once, and registers its own
-networks (see nets/registry.py); helpers are imported only by the families
-that use them (the rule is in nets/__init__.py). Adding an architecture is one
-new module in nets/ that calls `register_network`; nothing here changes.
+The family modules listed in nets.FAMILIES are imported here, and each
+registers its networks next to their definitions (see nets/registry.py);
+helpers are imported only by the families that use them. Adding an
+architecture is one new module in nets/ that calls `register_network`, and
+its name in nets.FAMILIES.
 
 `networks_map` and `arg_scopes_map` are TF-Slim's tables (name -> network
 function, name -> arg-scope function), kept as read-only views of the
@@ -13,7 +13,6 @@ registry so that they always list exactly the registered networks.
 import collections.abc
 import functools
 import importlib
-import pkgutil
 
 import tf_slim as slim
 
@@ -24,13 +23,8 @@ from nets import registry
 from nets.registry import NetworkInfo, register_network  # noqa: F401  (public API)
 
 
-def _import_all_families():
-  for module in pkgutil.walk_packages(nets.__path__, prefix='nets.'):
-    if not module.ispkg and nets.is_family(module.name):
-      importlib.import_module(module.name)
-
-
-_import_all_families()
+for _family in nets.FAMILIES:
+  importlib.import_module(_family)
 
 
 class RegistryView(collections.abc.Mapping):

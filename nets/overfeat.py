@@ -34,12 +34,18 @@ _FEATURES = (
     fc_utils.layer(slim.max_pool2d, [2, 2], scope='pool5'),
 )
 
-overfeat = fc_utils.network(
-    'overfeat', __name__, _FEATURES, fc6_depth=3072, fc6_kernel=[6, 6],
-    doc='Builds OverFeat; returns (logits, end_points).\n' +
-    fc_utils.ARGS_DOC % {'size': '231x231 for classification.', 'more': ''})
-overfeat.default_image_size = 231
+def overfeat(inputs, num_classes=1000, is_training=True,
+             dropout_keep_prob=0.5, spatial_squeeze=True, scope='overfeat',
+             global_pool=False):
+  """Builds OverFeat; returns (logits, end_points). Arguments and results as
+  alexnet.alexnet_v2's, except that 231x231 images make fc6 see exactly its
+  6x6 window."""
+  return fc_utils.build('overfeat', _FEATURES, 3072, [6, 6], inputs,
+                        num_classes, is_training, dropout_keep_prob,
+                        spatial_squeeze, scope, global_pool,
+                        small_fc_init=True)
+
 
 register_network('overfeat', overfeat, overfeat_arg_scope,
-                 num_classes=1001,
+                 default_image_size=231, num_classes=1001,
                  preprocessing_name='vgg', logits_scopes=('overfeat/fc8',))

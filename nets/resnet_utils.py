@@ -15,7 +15,6 @@ References:
 """
 import collections
 import contextlib
-import functools
 
 import tensorflow as tf
 import tf_slim as slim
@@ -23,15 +22,6 @@ import tf_slim as slim
 import tf_compat  # noqa: F401
 
 tf1 = tf.compat.v1
-
-# Units per block of the published depths; see `standard_blocks`.
-UNITS_PER_BLOCK = {
-    50: (3, 4, 6, 3),
-    101: (3, 4, 23, 3),
-    152: (3, 8, 36, 3),
-    200: (3, 24, 36, 3),
-}
-
 
 class Block(collections.namedtuple('Block', ['scope', 'unit_fn', 'args'])):
   """One ResNet block: `unit_fn(net, **args[i])` for each unit i, in `scope`.
@@ -256,10 +246,33 @@ def resnet(inputs, blocks, unit_fn, preactivation, num_classes, is_training,
            store_non_strided_activations, reuse, scope, default_scope):
   """The skeleton of v1 and v2: root block, `blocks`, classifier head.
 
-  `preactivation` (v2) leaves conv1 without batch norm and activation (the
-  first unit's 'preact' provides them) and adds the final 'postnorm'.
-  `unit_fn` is the family's bottleneck, whose outputs become end points.
-  Arguments and results as resnet_v1.resnet_v1.
+  Args:
+    inputs: [batch, height, width, channels] images.
+    blocks: list of Block (see resnet_v1_block, resnet_v2_block).
+    unit_fn: the family's bottleneck; its outputs become end points.
+    preactivation: v2's layout: conv1 without batch norm and activation (the
+      first unit's 'preact' provides them) and a final 'postnorm' (which has
+      no end point, as in TF-Slim).
+    num_classes: classes of the 'logits' layer; 0 or None returns the features
+      (after global pooling if `global_pool`).
+    is_training: batch-norm mode. None leaves it to an enclosing
+      slim.arg_scope([slim.batch_norm], is_training=...).
+    global_pool: average-pool the last feature map to 1x1 (classification);
+      False keeps it (dense prediction).
+    output_stride: None for the nominal stride 32; else a multiple of 4 that
+      the unit strides reach (e.g. 8 or 16), using atrous convolution beyond.
+    include_root_block: build conv1 (7x7/2) and pool1 (3x3/2); without it,
+      v2's `inputs` should come from a convolution without normalization or
+      activation, as conv1's output does.
+    spatial_squeeze: squeeze 1x1 logits to [batch, num_classes].
+    store_non_strided_activations: see stack_blocks_dense.
+    reuse, scope: of the network's variable scope; `default_scope` names it
+      when `scope` is None.
+
+  Returns:
+    net: logits, or features when `num_classes` is 0/None.
+    end_points: ordered dict: conv1, every unit's convs and output, every
+      block's output, then 'global_pool', logits and 'predictions'.
   """
   with tf1.variable_scope(scope, default_scope, [inputs], reuse=reuse) as sc:
     end_points_collection = sc.original_name_scope + '_end_points'
@@ -283,111 +296,3 @@ def resnet(inputs, blocks, unit_fn, preactivation, num_classes, is_training,
           end_points_collection)
       return classifier_head(net, end_points, num_classes, global_pool,
                              spatial_squeeze, sc.name)
-
-
-def family(unit_fn, preactivation, name, doc):
-  """TF-Slim's `resnet_v<k>(inputs, blocks, ...)` and `resnet_v<k>_block`.
-
-  The network is `resnet` with the family's `unit_fn` and `preactivation`,
-  under TF-Slim's signature and defaults, written once so v1 and v2 cannot
-  drift apart; `doc` says what the family adds to the arguments documented
-  here. The block function is bottleneck_block over `unit_fn`:
-  block(scope, base_depth, num_units, stride).
-  """
-
-  def network(inputs, blocks, num_classes=None, is_training=True,
-              global_pool=True, output_stride=None, include_root_block=True,
-              spatial_squeeze=True, store_non_strided_activations=False,
-              reuse=None, scope=None):
-    return resnet(inputs, blocks, unit_fn, preactivation, num_classes,
-                  is_training, global_pool, output_stride, include_root_block,
-                  spatial_squeeze, store_non_strided_activations, reuse, scope,
-                  name)
-
-  network.__name__ = network.__qualname__ = name
-  network.__module__ = unit_fn.__module__
-  network.__doc__ = doc + _FAMILY_ARGS_DOC
-  network.default_image_size = 224
-  return network, functools.partial(bottleneck_block, unit_fn)
-
-
-_FAMILY_ARGS_DOC = """
-
-  Args:
-    inputs: [batch, height, width, channels] images.
-    blocks: list of Block (see the family's resnet_v<k>_block).
-    num_classes: classes of the 'logits' layer; 0 or None returns the features
-      (after global pooling if `global_pool`).
-    is_training: batch-norm mode. None leaves it to an enclosing
-      slim.arg_scope([slim.batch_norm], is_training=...).
-    global_pool: average-pool the last feature map to 1x1 (classification);
-      False keeps it (dense prediction).
-    output_stride: None for the nominal stride 32; else a multiple of 4 that
-      the unit strides reach (e.g. 8 or 16), using atrous convolution beyond.
-    include_root_block: build conv1 (7x7/2) and pool1 (3x3/2).
-    spatial_squeeze: squeeze 1x1 logits to [batch, num_classes].
-    store_non_strided_activations: see stack_blocks_dense.
-    reuse, scope: of the network's variable scope.
-
-  Returns:
-    net: logits, or features when `num_classes` is 0/None.
-    end_points: ordered dict: conv1, every unit's convs and output, every
-      block's output, then 'global_pool', logits and 'predictions'.
-"""
-
-
-def standard_resnets(resnet_fn, block_fn):
-  """TF-Slim's `resnet_v<k>_<depth>` for each depth of UNITS_PER_BLOCK."""
-  return tuple(standard_resnet(resnet_fn, block_fn, depth)
-               for depth in UNITS_PER_BLOCK)
-
-
-def registrations(networks, arg_scope, num_classes, release, accuracy,
-                  **info):
-  """register_network's arguments for each of the standard `networks`.
-
-  VGG preprocessing (as TF-Slim's preprocessing_factory) and the classifier
-  scope '<name>/logits' for all; the published checkpoint is
-  '<name>_<release>.tar.gz' with accuracy[depth] = (top-1, top-5), for the
-  depths TF-Slim published.
-  """
-  for network in networks:
-    name = network.__name__
-    depth = int(name.rsplit('_', 1)[1])
-    published = None
-    if depth in accuracy:
-      published = ('%s_%s.tar.gz' % (name, release),) + accuracy[depth]
-    yield dict(info, name=name, network_fn=network, arg_scope=arg_scope,
-               num_classes=num_classes, preprocessing_name='vgg',
-               logits_scopes=(name + '/logits',), published=published)
-
-
-def standard_resnet(resnet_fn, block_fn, depth):
-  """TF-Slim's `resnet_v<k>_<depth>`: `resnet_fn` over the four standard
-  blocks of `depth` (UNITS_PER_BLOCK) built by `block_fn`.
-
-  The function is named after its default scope, e.g. 'resnet_v1_50', and
-  keeps TF-Slim's signature and defaults.
-  """
-  name = '%s_%d' % (resnet_fn.__name__, depth)
-
-  def network(inputs, num_classes=None, is_training=True, global_pool=True,
-              output_stride=None, spatial_squeeze=True,
-              store_non_strided_activations=False, min_base_depth=8,
-              depth_multiplier=1, reuse=None, scope=name):
-    blocks = standard_blocks(block_fn, UNITS_PER_BLOCK[depth], min_base_depth,
-                             depth_multiplier)
-    return resnet_fn(
-        inputs, blocks, num_classes, is_training, global_pool=global_pool,
-        output_stride=output_stride, include_root_block=True,
-        spatial_squeeze=spatial_squeeze,
-        store_non_strided_activations=store_non_strided_activations,
-        reuse=reuse, scope=scope)
-
-  network.__name__ = network.__qualname__ = name
-  network.__module__ = resnet_fn.__module__
-  network.__doc__ = ('ResNet-%d: %s() over the standard blocks; arguments '
-                     'and results as %s().' % (depth, resnet_fn.__name__,
-                                               resnet_fn.__name__))
-  network.default_image_size = resnet_fn.default_image_size
-  return network

@@ -16,8 +16,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
-from nets import registry
 from nets import resnet_utils
+from nets.registry import register_network
 
 tf1 = tf.compat.v1
 resnet_arg_scope = resnet_utils.resnet_arg_scope
@@ -46,21 +46,113 @@ def bottleneck(inputs, depth, depth_bottleneck, stride, rate=1,
                                             output)
 
 
-# resnet_v1_block(scope, base_depth, num_units, stride): a block of
-# `num_units` v1 bottlenecks; the last one strides.
-resnet_v1, resnet_v1_block = resnet_utils.family(
-    bottleneck, False, 'resnet_v1',
-    'Builds a v1 ResNet from `blocks`; returns (net, end_points).')
+def resnet_v1(inputs, blocks, num_classes=None, is_training=True,
+              global_pool=True, output_stride=None, include_root_block=True,
+              spatial_squeeze=True, store_non_strided_activations=False,
+              reuse=None, scope=None):
+  """A v1 ResNet of `blocks` (see resnet_v1_block); returns (net,
+  end_points). Arguments and results as resnet_utils.resnet."""
+  return resnet_utils.resnet(
+      inputs, blocks, bottleneck, False, num_classes, is_training, global_pool,
+      output_stride, include_root_block, spatial_squeeze,
+      store_non_strided_activations, reuse, scope, 'resnet_v1')
 
-# TF-Slim's depths, one function each (UNITS_PER_BLOCK: 50, 101, 152, 200).
-resnet_v1_50, resnet_v1_101, resnet_v1_152, resnet_v1_200 = (
-    resnet_utils.standard_resnets(resnet_v1, resnet_v1_block))
+
+resnet_v1.default_image_size = 224
+
+
+def resnet_v1_block(scope, base_depth, num_units, stride):
+  """A block of `num_units` v1 bottlenecks of width `base_depth` (output 4x
+  wider); the last one strides by `stride`."""
+  return resnet_utils.bottleneck_block(bottleneck, scope, base_depth,
+                                       num_units, stride)
+
+
+def _standard_resnet_v1(units_per_block, inputs, num_classes, is_training,
+                        global_pool, output_stride, spatial_squeeze,
+                        store_non_strided_activations, min_base_depth,
+                        depth_multiplier, reuse, scope):
+  """resnet_v1 over the four ImageNet blocks, `units_per_block` units each."""
+  blocks = resnet_utils.standard_blocks(resnet_v1_block, units_per_block,
+                                        min_base_depth, depth_multiplier)
+  return resnet_v1(inputs, blocks, num_classes, is_training,
+                   global_pool=global_pool, output_stride=output_stride,
+                   include_root_block=True, spatial_squeeze=spatial_squeeze,
+                   store_non_strided_activations=store_non_strided_activations,
+                   reuse=reuse, scope=scope)
+
 
 # The published v1 checkpoints were converted from MSRA's Caffe models:
-# 1000 classes (no background), VGG-style mean subtraction.
-for _info in resnet_utils.registrations(
-    (resnet_v1_50, resnet_v1_101, resnet_v1_152, resnet_v1_200),
-    resnet_arg_scope, num_classes=1000, labels_offset=1, release='2016_08_28',
-    accuracy={50: (75.2, 92.2), 101: (76.4, 92.9), 152: (76.8, 93.2)}):
-  registry.register_network(**_info)
-del _info
+# 1000 classes (no background), VGG-style mean subtraction. Each depth below
+# takes resnet_v1's arguments, and `depth_multiplier` thins every block (its
+# base depth not below `min_base_depth`).
+def resnet_v1_50(inputs, num_classes=None, is_training=True, global_pool=True,
+                 output_stride=None, spatial_squeeze=True,
+                 store_non_strided_activations=False, min_base_depth=8,
+                 depth_multiplier=1, reuse=None, scope='resnet_v1_50'):
+  """ResNet-50 v1: 3, 4, 6 and 3 bottlenecks per block."""
+  return _standard_resnet_v1(
+      (3, 4, 6, 3), inputs, num_classes, is_training, global_pool,
+      output_stride, spatial_squeeze, store_non_strided_activations,
+      min_base_depth, depth_multiplier, reuse, scope)
+
+
+register_network('resnet_v1_50', resnet_v1_50, resnet_arg_scope,
+                 default_image_size=224, num_classes=1000, labels_offset=1,
+                 preprocessing_name='vgg',
+                 logits_scopes=('resnet_v1_50/logits',),
+                 published=('resnet_v1_50_2016_08_28.tar.gz', 75.2, 92.2))
+
+
+def resnet_v1_101(inputs, num_classes=None, is_training=True, global_pool=True,
+                  output_stride=None, spatial_squeeze=True,
+                  store_non_strided_activations=False, min_base_depth=8,
+                  depth_multiplier=1, reuse=None, scope='resnet_v1_101'):
+  """ResNet-101 v1: 3, 4, 23 and 3 bottlenecks per block."""
+  return _standard_resnet_v1(
+      (3, 4, 23, 3), inputs, num_classes, is_training, global_pool,
+      output_stride, spatial_squeeze, store_non_strided_activations,
+      min_base_depth, depth_multiplier, reuse, scope)
+
+
+register_network('resnet_v1_101', resnet_v1_101, resnet_arg_scope,
+                 default_image_size=224, num_classes=1000, labels_offset=1,
+                 preprocessing_name='vgg',
+                 logits_scopes=('resnet_v1_101/logits',),
+                 published=('resnet_v1_101_2016_08_28.tar.gz', 76.4, 92.9))
+
+
+def resnet_v1_152(inputs, num_classes=None, is_training=True, global_pool=True,
+                  output_stride=None, spatial_squeeze=True,
+                  store_non_strided_activations=False, min_base_depth=8,
+                  depth_multiplier=1, reuse=None, scope='resnet_v1_152'):
+  """ResNet-152 v1: 3, 8, 36 and 3 bottlenecks per block."""
+  return _standard_resnet_v1(
+      (3, 8, 36, 3), inputs, num_classes, is_training, global_pool,
+      output_stride, spatial_squeeze, store_non_strided_activations,
+      min_base_depth, depth_multiplier, reuse, scope)
+
+
+register_network('resnet_v1_152', resnet_v1_152, resnet_arg_scope,
+                 default_image_size=224, num_classes=1000, labels_offset=1,
+                 preprocessing_name='vgg',
+                 logits_scopes=('resnet_v1_152/logits',),
+                 published=('resnet_v1_152_2016_08_28.tar.gz', 76.8, 93.2))
+
+
+def resnet_v1_200(inputs, num_classes=None, is_training=True, global_pool=True,
+                  output_stride=None, spatial_squeeze=True,
+                  store_non_strided_activations=False, min_base_depth=8,
+                  depth_multiplier=1, reuse=None, scope='resnet_v1_200'):
+  """ResNet-200 v1: 3, 24, 36 and 3 bottlenecks per block (no published
+  checkpoint)."""
+  return _standard_resnet_v1(
+      (3, 24, 36, 3), inputs, num_classes, is_training, global_pool,
+      output_stride, spatial_squeeze, store_non_strided_activations,
+      min_base_depth, depth_multiplier, reuse, scope)
+
+
+register_network('resnet_v1_200', resnet_v1_200, resnet_arg_scope,
+                 default_image_size=224, num_classes=1000, labels_offset=1,
+                 preprocessing_name='vgg',
+                 logits_scopes=('resnet_v1_200/logits',))

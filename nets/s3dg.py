@@ -284,7 +284,9 @@ def s3dg(inputs,
                               prediction_fn, spatial_squeeze, data_format)
 
 
-s3dg.default_image_size = 224
-s3dg.num_frames = 64
-
-register_network('s3dg', s3dg, s3dg_arg_scope, **i3d_utils.registration(s3dg))
+# Clips of 64 frames of 224x224; TF-Slim's default of 1000 classes (it
+# publishes no checkpoint of S3D-G).
+register_network('s3dg', s3dg, s3dg_arg_scope, default_image_size=224,
+                 num_frames=64, num_classes=1000,
+                 preprocessing_name='inception',
+                 logits_scopes=('InceptionV1/Logits',))

@@ -18,12 +18,6 @@ from nets.registry import register_network
 tf1 = tf.compat.v1
 
 _STAGE_DEPTHS = (64, 128, 256, 512, 512)
-# Convolutions per stage of each variant (configurations A, D and E).
-_REPEATS = {
-    'vgg_a': (1, 1, 2, 2, 2),
-    'vgg_16': (2, 2, 3, 3, 3),
-    'vgg_19': (2, 2, 4, 4, 4),
-}
 
 
 def vgg_arg_scope(weight_decay=0.0005):
@@ -31,58 +25,87 @@ def vgg_arg_scope(weight_decay=0.0005):
   return fc_utils.arg_scope(weight_decay, tf1.zeros_initializer())
 
 
-def _features(repeats):
-  """Five stages of `repeats` 3x3 convolutions, each followed by a 2x2 pool."""
-  rows = []
+def _vgg(repeats, default_scope, inputs, num_classes, is_training,
+         dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+         global_pool):
+  """Five stages of `repeats[i]` 3x3 convolutions, each stage followed by a
+  2x2 max pool, then fc6 (7x7, `fc_conv_padding`) to fc8."""
+  features = []
   for stage, (count, depth) in enumerate(zip(repeats, _STAGE_DEPTHS), 1):
     # slim.repeat names the layers conv<stage>/conv<stage>_<i>.
-    rows += [fc_utils.layer(slim.repeat, count, slim.conv2d, depth, [3, 3],
-                            scope='conv%d' % stage),
-             fc_utils.layer(slim.max_pool2d, [2, 2], scope='pool%d' % stage)]
-  return rows
+    features += [fc_utils.layer(slim.repeat, count, slim.conv2d, depth,
+                                [3, 3], scope='conv%d' % stage),
+                 fc_utils.layer(slim.max_pool2d, [2, 2],
+                                scope='pool%d' % stage)]
+  return fc_utils.build(default_scope, features, 4096, [7, 7], inputs,
+                        num_classes, is_training, dropout_keep_prob,
+                        spatial_squeeze, scope, global_pool, fc_conv_padding)
 
 
-_ARGS_DOC = fc_utils.ARGS_DOC % {
-    'size': '224x224 for classification.',
-    'more': """
+# The published VGG checkpoints have 1000 classes, without a background class.
+def vgg_a(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
+          spatial_squeeze=True, scope='vgg_a', fc_conv_padding='VALID',
+          global_pool=False):
+  """VGG configuration A (11 layers): 1, 1, 2, 2, 2 convolutions per stage.
+
+  Args:
+    inputs: float images [batch, height, width, channels], 224x224 for
+      classification.
+    num_classes: classes of fc8; 0 or None returns the fc7 features instead.
+    is_training: enables dropout.
+    dropout_keep_prob: probability of keeping an fc6/fc7 activation.
+    spatial_squeeze: drops the 1x1 spatial dimensions of the logits.
+    scope: variable scope of the network.
     fc_conv_padding: padding of fc6; 'SAME' gives a prediction map of
-      input/32 when run fully convolutionally, 'VALID' one of input/32 - 6."""}
+      input/32 when run fully convolutionally, 'VALID' one of input/32 - 6.
+    global_pool: averages fc7 over space first, for any input size (not
+      part of the published network).
+
+  Returns:
+    (logits or features, end_points dict keyed by scope path).
+  """
+  return _vgg((1, 1, 2, 2, 2), 'vgg_a', inputs, num_classes, is_training,
+              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+              global_pool)
 
 
-def _variant(name, configuration):
-  """TF-Slim's vgg_<name>(inputs, ...): the stages of the variant's _REPEATS,
-  then fc6 7x7 to fc8."""
-
-  def network(inputs, num_classes=1000, is_training=True,
-              dropout_keep_prob=0.5, spatial_squeeze=True, scope=name,
-              fc_conv_padding='VALID', global_pool=False):
-    return fc_utils.build(
-        inputs, scope, name, _features(_REPEATS[name]),
-        num_classes=num_classes, is_training=is_training,
-        dropout_keep_prob=dropout_keep_prob, spatial_squeeze=spatial_squeeze,
-        global_pool=global_pool, fc6_depth=4096, fc6_kernel=[7, 7],
-        fc6_padding=fc_conv_padding)
-
-  network.__name__ = network.__qualname__ = name
-  network.__doc__ = 'VGG configuration %s.\n%s' % (configuration, _ARGS_DOC)
-  network.default_image_size = 224
-  return network
+register_network('vgg_a', vgg_a, vgg_arg_scope, default_image_size=224,
+                 num_classes=1000, labels_offset=1, preprocessing_name='vgg',
+                 logits_scopes=('vgg_a/fc8',))
 
 
-vgg_a = _variant('vgg_a', 'A (11 layers)')
-vgg_16 = _variant('vgg_16', 'D (16 layers)')
-vgg_19 = _variant('vgg_19', 'E (19 layers)')
+def vgg_16(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
+           spatial_squeeze=True, scope='vgg_16', fc_conv_padding='VALID',
+           global_pool=False):
+  """VGG configuration D (16 layers): 2, 2, 3, 3, 3 convolutions per stage.
+  Arguments and results as vgg_a."""
+  return _vgg((2, 2, 3, 3, 3), 'vgg_16', inputs, num_classes, is_training,
+              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+              global_pool)
+
+
+register_network('vgg_16', vgg_16, vgg_arg_scope, default_image_size=224,
+                 num_classes=1000, labels_offset=1, preprocessing_name='vgg',
+                 logits_scopes=('vgg_16/fc8',),
+                 published=('vgg_16_2016_08_28.tar.gz', 71.5, 89.8))
+
+
+def vgg_19(inputs, num_classes=1000, is_training=True, dropout_keep_prob=0.5,
+           spatial_squeeze=True, scope='vgg_19', fc_conv_padding='VALID',
+           global_pool=False):
+  """VGG configuration E (19 layers): 2, 2, 4, 4, 4 convolutions per stage.
+  Arguments and results as vgg_a."""
+  return _vgg((2, 2, 4, 4, 4), 'vgg_19', inputs, num_classes, is_training,
+              dropout_keep_prob, spatial_squeeze, scope, fc_conv_padding,
+              global_pool)
+
+
+register_network('vgg_19', vgg_19, vgg_arg_scope, default_image_size=224,
+                 num_classes=1000, labels_offset=1, preprocessing_name='vgg',
+                 logits_scopes=('vgg_19/fc8',),
+                 published=('vgg_19_2016_08_28.tar.gz', 71.1, 89.8))
+
 
 # The configuration letters of the paper, as TF-Slim exports them.
 vgg_d = vgg_16
 vgg_e = vgg_19
-
-for _fn in (vgg_a, vgg_16, vgg_19):
-  # The published VGG checkpoints have 1000 classes, without a background class.
-  register_network(_fn.__name__, _fn, vgg_arg_scope, num_classes=1000,
-                   preprocessing_name='vgg',
-                   logits_scopes=(_fn.__name__ + '/fc8',), labels_offset=1,
-                   published={
-                       'vgg_16': ('vgg_16_2016_08_28.tar.gz', 71.5, 89.8),
-                       'vgg_19': ('vgg_19_2016_08_28.tar.gz', 71.1, 89.8),
-                   }.get(_fn.__name__))

@@ -12,7 +12,6 @@ the tensors named '*output' inside each layer's scope as 'layer_<i>/<name>'.
 """
 import collections
 import contextlib
-import functools
 import inspect
 import os
 
@@ -248,29 +247,6 @@ def mobilenet(inputs,
     if prediction_fn:
       end_points['Predictions'] = prediction_fn(logits, 'Predictions')
   return logits, end_points
-
-
-def variant(network_fn, **defaults):
-  """`network_fn` with other defaults (a published variant), keeping its
-  name and docstring."""
-  fn = functools.partial(network_fn, **defaults)
-  functools.update_wrapper(fn, network_fn)
-  return fn
-
-
-def base_network(network_fn):
-  """TF-Slim's `mobilenet_base` of a family: `network_fn` without pooling and
-  logits, with an arg_scope key of its own."""
-
-  @slim.add_arg_scope
-  def mobilenet_base(input_tensor, depth_multiplier=1.0, **kwargs):
-    return network_fn(input_tensor, depth_multiplier=depth_multiplier,
-                      base_only=True, **kwargs)
-
-  mobilenet_base.__doc__ = ('%s.mobilenet without pooling and logits: '
-                            '(net, end_points).' % network_fn.__module__)
-  mobilenet_base.__module__ = network_fn.__module__
-  return mobilenet_base
 
 
 def build_family(input_tensor, conv_defs, family, depth_multiplier,

@@ -10,6 +10,8 @@ and 0.35 in fine-grain classification mode (its last layer keeps 1280
 channels). Scopes: MobilenetV2/Conv, MobilenetV2/expanded_conv[_<i>]/{expand,
 depthwise,project}, MobilenetV2/Conv_1, MobilenetV2/Logits/Conv2d_1c_1x1.
 """
+import functools
+
 import tensorflow as tf
 import tf_slim as slim
 
@@ -62,11 +64,17 @@ V2_DEF = dict(
 )
 
 
+def training_scope(**kwargs):
+  """mobilenet.training_scope: weight_decay, stddev, dropout_keep_prob,
+  bn_decay, is_training."""
+  return lib.training_scope(**kwargs)
+
+
 @slim.add_arg_scope
-def mobilenet(input_tensor, num_classes=1001, depth_multiplier=1.0,
-              scope='MobilenetV2', conv_defs=None,
-              finegrain_classification_mode=False, min_depth=None,
-              divisible_by=None, activation_fn=None, **kwargs):
+def mobilenet_v2(input_tensor, num_classes=1001, depth_multiplier=1.0,
+                 scope='MobilenetV2', conv_defs=None,
+                 finegrain_classification_mode=False, min_depth=None,
+                 divisible_by=None, activation_fn=None, **kwargs):
   """MobileNet v2 classifier; inference mode unless is_training=True.
 
   Args:
@@ -106,30 +114,32 @@ def mobilenet(input_tensor, num_classes=1001, depth_multiplier=1.0,
         num_classes=num_classes, scope=scope, **kwargs)
 
 
-mobilenet.default_image_size = 224
-
-
-mobilenet_base = lib.base_network(mobilenet)
-
-
-def training_scope(**kwargs):
-  """mobilenet.training_scope: weight_decay, stddev, dropout_keep_prob,
-  bn_decay, is_training."""
-  return lib.training_scope(**kwargs)
-
-
-mobilenet_v2_140 = lib.variant(mobilenet, depth_multiplier=1.4)
-mobilenet_v2_050 = lib.variant(mobilenet, depth_multiplier=0.5,
-                               finegrain_classification_mode=True)
-mobilenet_v2_035 = lib.variant(mobilenet, depth_multiplier=0.35,
-                               finegrain_classification_mode=True)
-
-_LOGITS = ('MobilenetV2/Logits',)
-register_network('mobilenet_v2', mobilenet, training_scope,
-                 logits_scopes=_LOGITS,
+register_network('mobilenet_v2', mobilenet_v2, training_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV2/Logits',),
                  published=('mobilenet_v2_1.0_224.tgz', 71.9, 91.0))
+
+# TF-Slim's name of the function.
+mobilenet = mobilenet_v2
+
+
+@slim.add_arg_scope
+def mobilenet_base(input_tensor, depth_multiplier=1.0, **kwargs):
+  """MobileNet v2 without pooling and logits: (net, end_points)."""
+  return mobilenet_v2(input_tensor, depth_multiplier=depth_multiplier,
+                      base_only=True, **kwargs)
+
+
+# The published width variants: mobilenet_v2 with another depth_multiplier
+# (thin ones keep their last layer whole).
+mobilenet_v2_140 = functools.partial(mobilenet_v2, depth_multiplier=1.4)
 register_network('mobilenet_v2_140', mobilenet_v2_140, training_scope,
-                 logits_scopes=_LOGITS,
+                 default_image_size=224, logits_scopes=('MobilenetV2/Logits',),
                  published=('mobilenet_v2_1.4_224.tgz', 74.9, 92.5))
+
+mobilenet_v2_050 = functools.partial(mobilenet_v2, depth_multiplier=0.5,
+                                     finegrain_classification_mode=True)
+
+mobilenet_v2_035 = functools.partial(mobilenet_v2, depth_multiplier=0.35,
+                                     finegrain_classification_mode=True)
 register_network('mobilenet_v2_035', mobilenet_v2_035, training_scope,
-                 logits_scopes=_LOGITS)
+                 default_image_size=224, logits_scopes=('MobilenetV2/Logits',))

@@ -212,26 +212,52 @@ mobilenet.default_image_size = 224
 training_scope = lib.training_scope
 
 
-mobilenet_base = lib.base_network(mobilenet)
+@slim.add_arg_scope
+def mobilenet_base(input_tensor, depth_multiplier=1.0, **kwargs):
+  """MobileNet v3 without pooling and logits: (net, end_points)."""
+  return mobilenet(input_tensor, depth_multiplier=depth_multiplier,
+                   base_only=True, **kwargs)
 
 
-large = lib.variant(mobilenet, conv_defs=V3_LARGE)
-small = lib.variant(mobilenet, conv_defs=V3_SMALL)
-large_minimalistic = lib.variant(mobilenet, conv_defs=V3_LARGE_MINIMALISTIC)
-small_minimalistic = lib.variant(mobilenet, conv_defs=V3_SMALL_MINIMALISTIC)
-edge_tpu = lib.variant(mobilenet, conv_defs=V3_EDGETPU,
-                       scope='MobilenetEdgeTPU')
-edge_tpu_075 = lib.variant(mobilenet, conv_defs=V3_EDGETPU,
-                           scope='MobilenetEdgeTPU', depth_multiplier=0.75,
-                           finegrain_classification_mode=True)
+# The published variants, all 224x224 on 1001 classes: `mobilenet` over
+# another spec.
+mobilenet_v3_large = functools.partial(mobilenet, conv_defs=V3_LARGE)
+register_network('mobilenet_v3_large', mobilenet_v3_large, training_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV3/Logits',))
 
-for _name, _fn, _scope in (
-    ('mobilenet_v3_large', large, 'MobilenetV3'),
-    ('mobilenet_v3_small', small, 'MobilenetV3'),
-    ('mobilenet_v3_large_minimalistic', large_minimalistic, 'MobilenetV3'),
-    ('mobilenet_v3_small_minimalistic', small_minimalistic, 'MobilenetV3'),
-    ('mobilenet_edgetpu', edge_tpu, 'MobilenetEdgeTPU'),
-    ('mobilenet_edgetpu_075', edge_tpu_075, 'MobilenetEdgeTPU'),
-):
-  register_network(_name, _fn, training_scope,
-                   logits_scopes=(_scope + '/Logits',))
+mobilenet_v3_small = functools.partial(mobilenet, conv_defs=V3_SMALL)
+register_network('mobilenet_v3_small', mobilenet_v3_small, training_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV3/Logits',))
+
+mobilenet_v3_large_minimalistic = functools.partial(
+    mobilenet, conv_defs=V3_LARGE_MINIMALISTIC)
+register_network('mobilenet_v3_large_minimalistic',
+                 mobilenet_v3_large_minimalistic, training_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV3/Logits',))
+
+mobilenet_v3_small_minimalistic = functools.partial(
+    mobilenet, conv_defs=V3_SMALL_MINIMALISTIC)
+register_network('mobilenet_v3_small_minimalistic',
+                 mobilenet_v3_small_minimalistic, training_scope,
+                 default_image_size=224, logits_scopes=('MobilenetV3/Logits',))
+
+mobilenet_edgetpu = functools.partial(mobilenet, conv_defs=V3_EDGETPU,
+                                      scope='MobilenetEdgeTPU')
+register_network('mobilenet_edgetpu', mobilenet_edgetpu, training_scope,
+                 default_image_size=224,
+                 logits_scopes=('MobilenetEdgeTPU/Logits',))
+
+mobilenet_edgetpu_075 = functools.partial(
+    mobilenet, conv_defs=V3_EDGETPU, scope='MobilenetEdgeTPU',
+    depth_multiplier=0.75, finegrain_classification_mode=True)
+register_network('mobilenet_edgetpu_075', mobilenet_edgetpu_075,
+                 training_scope, default_image_size=224,
+                 logits_scopes=('MobilenetEdgeTPU/Logits',))
+
+# TF-Slim's names of the variants.
+large = mobilenet_v3_large
+small = mobilenet_v3_small
+large_minimalistic = mobilenet_v3_large_minimalistic
+small_minimalistic = mobilenet_v3_small_minimalistic
+edge_tpu = mobilenet_edgetpu
+edge_tpu_075 = mobilenet_edgetpu_075

@@ -1,9 +1,11 @@
 """NASNet-A (Zoph et al. 2017, https://arxiv.org/abs/1707.07012), as in TF-Slim.
 
 Three published variants share one builder, `_build_nasnet_base`:
-  build_nasnet_cifar   32x32 CIFAR-10, 18 normal cells of 32 filters, conv stem.
-  build_nasnet_mobile  224 ImageNet, 12 cells of 44 filters ("NASNet-A 4@1056").
-  build_nasnet_large   331 ImageNet, 18 cells of 168 filters ("6@4032").
+  nasnet_cifar   32x32 CIFAR-10, 18 normal cells of 32 filters, conv stem.
+  nasnet_mobile  224 ImageNet, 12 cells of 44 filters ("NASNet-A 4@1056").
+  nasnet_large   331 ImageNet, 18 cells of 168 filters ("6@4032").
+TF-Slim's names for them, build_nasnet_cifar, build_nasnet_mobile and
+build_nasnet_large, are aliases.
 The ImageNet variants start with a 3x3/2 conv and two reduction cells
 (`cell_stem_0/1`); a reduction cell precedes the cells at 1/3 and 2/3 of depth.
 In training an auxiliary head (`aux_<cell>`) reads the cell before the second
@@ -158,7 +160,7 @@ def _build_nasnet_base(images, normal_cell, reduction_cell, num_classes,
 
 def _build(images, num_classes, is_training, config, default_config,
            stem_type, final_endpoint=None, current_step=None):
-  """The shared body of the three build_nasnet_* functions."""
+  """The shared body of nasnet_cifar, nasnet_mobile and nasnet_large."""
   hparams = nasnet_utils.training_hparams(config, default_config, is_training)
   images = nasnet_utils.to_data_format(images, hparams.data_format)
   current_step = nasnet_utils.drop_path_step(hparams, current_step)
@@ -180,48 +182,52 @@ def _build(images, num_classes, is_training, config, default_config,
                               current_step=current_step)
 
 
-def build_nasnet_cifar(images, num_classes, is_training=True, config=None,
-                       current_step=None):
-  """NASNet-A for CIFAR-10 (32x32). Returns (logits, end_points)."""
+def nasnet_cifar(images, num_classes, is_training=True, config=None,
+                 current_step=None):
+  """NASNet-A for CIFAR-10 (32x32): 18 cells of 32 filters after a conv stem.
+  Returns (logits, end_points)."""
   return _build(images, num_classes, is_training, config, cifar_config,
                 'cifar', current_step=current_step)
 
 
-build_nasnet_cifar.default_image_size = 32
+register_network('nasnet_cifar', nasnet_cifar, nasnet_cifar_arg_scope,
+                 default_image_size=32, num_classes=10,
+                 preprocessing_name='cifarnet',
+                 logits_scopes=nasnet_utils.logits_scopes(cifar_config()))
 
 
-def _imagenet_variant(name, default_config, image_size, doc):
-  """TF-Slim's build_nasnet_<mobile|large>(images, num_classes, ...): the
-  ImageNet stem and `default_config`."""
-
-  def build(images, num_classes, is_training=True, final_endpoint=None,
-            config=None, current_step=None):
-    return _build(images, num_classes, is_training, config, default_config,
-                  'imagenet', final_endpoint=final_endpoint,
-                  current_step=current_step)
-
-  build.__name__ = build.__qualname__ = name
-  build.__doc__ = doc + ' Returns (logits, end_points).'
-  build.default_image_size = image_size
-  return build
+def nasnet_mobile(images, num_classes, is_training=True, final_endpoint=None,
+                  config=None, current_step=None):
+  """NASNet-A Mobile for ImageNet (224x224): 12 cells of 44 filters after
+  the ImageNet stem. Returns (logits, end_points)."""
+  return _build(images, num_classes, is_training, config,
+                mobile_imagenet_config, 'imagenet',
+                final_endpoint=final_endpoint, current_step=current_step)
 
 
-build_nasnet_mobile = _imagenet_variant(
-    'build_nasnet_mobile', mobile_imagenet_config, 224,
-    'NASNet-A Mobile for ImageNet (224x224).')
-build_nasnet_large = _imagenet_variant(
-    'build_nasnet_large', large_imagenet_config, 331,
-    'NASNet-A Large for ImageNet (331x331).')
-
-
-logits_scopes = nasnet_utils.logits_scopes
-
-register_network('nasnet_cifar', build_nasnet_cifar, nasnet_cifar_arg_scope,
-                 num_classes=10, preprocessing_name='cifarnet',
-                 logits_scopes=logits_scopes(cifar_config()))
-register_network('nasnet_mobile', build_nasnet_mobile, nasnet_mobile_arg_scope,
-                 logits_scopes=logits_scopes(mobile_imagenet_config()),
+register_network('nasnet_mobile', nasnet_mobile, nasnet_mobile_arg_scope,
+                 default_image_size=224,
+                 logits_scopes=nasnet_utils.logits_scopes(
+                     mobile_imagenet_config()),
                  published=('nasnet-a_mobile_04_10_2017.tar.gz', 74.0, 91.6))
-register_network('nasnet_large', build_nasnet_large, nasnet_large_arg_scope,
-                 logits_scopes=logits_scopes(large_imagenet_config()),
+
+
+def nasnet_large(images, num_classes, is_training=True, final_endpoint=None,
+                 config=None, current_step=None):
+  """NASNet-A Large for ImageNet (331x331): 18 cells of 168 filters after
+  the ImageNet stem. Returns (logits, end_points)."""
+  return _build(images, num_classes, is_training, config,
+                large_imagenet_config, 'imagenet',
+                final_endpoint=final_endpoint, current_step=current_step)
+
+
+register_network('nasnet_large', nasnet_large, nasnet_large_arg_scope,
+                 default_image_size=331,
+                 logits_scopes=nasnet_utils.logits_scopes(
+                     large_imagenet_config()),
                  published=('nasnet-a_large_04_10_2017.tar.gz', 82.7, 96.2))
+
+# TF-Slim's names of the three functions.
+build_nasnet_cifar = nasnet_cifar
+build_nasnet_mobile = nasnet_mobile
+build_nasnet_large = nasnet_large

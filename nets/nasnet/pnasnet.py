@@ -5,8 +5,9 @@ One searched cell does everything: the stem (`cell_stem_0/1`, after the same
 2/3 of depth built with stride 2 and doubled filters instead of separate
 reduction cells. The cell machinery, stem, aux head and classifier are
 NASNet's (nets/nasnet/nasnet_utils.py), and so are the arg_scopes.
-  build_pnasnet_mobile  224 ImageNet, 9 cells of 54 filters.
-  build_pnasnet_large   331 ImageNet, 12 cells of 216 filters.
+  pnasnet_mobile  224 ImageNet, 9 cells of 54 filters.
+  pnasnet_large   331 ImageNet, 12 cells of 216 filters.
+(TF-Slim's build_pnasnet_mobile and build_pnasnet_large are aliases.)
 """
 import tensorflow as tf
 
@@ -105,7 +106,7 @@ def _build_pnasnet_base(images, normal_cell, num_classes, hparams,
 
 def _build(images, num_classes, is_training, config, default_config,
            final_endpoint):
-  """The shared body of build_pnasnet_large and build_pnasnet_mobile."""
+  """The shared body of pnasnet_large and pnasnet_mobile."""
   hparams = nasnet_utils.training_hparams(config, default_config, is_training)
   images = nasnet_utils.to_data_format(images, hparams.data_format)
   current_step = nasnet_utils.drop_path_step(hparams, None)
@@ -122,30 +123,35 @@ def _build(images, num_classes, is_training, config, default_config,
                                current_step=current_step)
 
 
-def build_pnasnet_large(images, num_classes, is_training=True,
-                        final_endpoint=None, config=None):
-  """PNASNet-5 Large for ImageNet (331x331). Returns (logits, end_points)."""
+def pnasnet_large(images, num_classes, is_training=True, final_endpoint=None,
+                  config=None):
+  """PNASNet-5 Large for ImageNet (331x331): 12 cells of 216 filters.
+  Returns (logits, end_points)."""
   return _build(images, num_classes, is_training, config,
                 large_imagenet_config, final_endpoint)
 
 
-build_pnasnet_large.default_image_size = 331
+register_network('pnasnet_large', pnasnet_large, pnasnet_large_arg_scope,
+                 default_image_size=331,
+                 logits_scopes=nasnet_utils.logits_scopes(
+                     large_imagenet_config()),
+                 published=('pnasnet-5_large_2017_12_13.tar.gz', 82.9, 96.2))
 
 
-def build_pnasnet_mobile(images, num_classes, is_training=True,
-                         final_endpoint=None, config=None):
-  """PNASNet-5 Mobile for ImageNet (224x224). Returns (logits, end_points)."""
+def pnasnet_mobile(images, num_classes, is_training=True, final_endpoint=None,
+                   config=None):
+  """PNASNet-5 Mobile for ImageNet (224x224): 9 cells of 54 filters.
+  Returns (logits, end_points)."""
   return _build(images, num_classes, is_training, config,
                 mobile_imagenet_config, final_endpoint)
 
 
-build_pnasnet_mobile.default_image_size = 224
-
-
-register_network('pnasnet_mobile', build_pnasnet_mobile,
-                 pnasnet_mobile_arg_scope,
-                 logits_scopes=nasnet_utils.logits_scopes(mobile_imagenet_config()),
+register_network('pnasnet_mobile', pnasnet_mobile, pnasnet_mobile_arg_scope,
+                 default_image_size=224,
+                 logits_scopes=nasnet_utils.logits_scopes(
+                     mobile_imagenet_config()),
                  published=('pnasnet-5_mobile_2017_12_13.tar.gz', 74.2, 91.9))
-register_network('pnasnet_large', build_pnasnet_large, pnasnet_large_arg_scope,
-                 logits_scopes=nasnet_utils.logits_scopes(large_imagenet_config()),
-                 published=('pnasnet-5_large_2017_12_13.tar.gz', 82.9, 96.2))
+
+# TF-Slim's names of the two functions.
+build_pnasnet_large = pnasnet_large
+build_pnasnet_mobile = pnasnet_mobile
