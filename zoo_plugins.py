@@ -1,8 +1,8 @@
-"""Finds a user's own dataset or preprocessing module by its import path.
+"""Finds a user's own network, dataset or preprocessing module by its import path.
 
-A dataset or preprocessing that is not built in is one module that registers
+A network, dataset or preprocessing that is not built in is one module that registers
 itself when imported, as the built-in ones do; the scripts take its import
-path where they take a name (`--dataset_name=my_pets`,
+path where they take a name (`--model_name=tiny_net`, `--dataset_name=my_pets`,
 `--preprocessing_name=my_preprocessing`). The scripts run with their own
 directory on the path, so the current directory is added for the import: a
 module beside where the user runs them is found, as is one on PYTHONPATH.

@@ -12,6 +12,7 @@ from typing import Callable, Optional, Tuple
 
 import tf_compat  # noqa: F401
 import zoo_errors
+import zoo_plugins
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +144,30 @@ def register_network(name, network_fn, arg_scope, default_image_size=None,
 
 
 def lookup(name, what='model_name'):
-  """Returns the NetworkInfo of `name` or raises ValueError naming the valid ones."""
-  if name not in _NETWORKS:
-    raise ValueError(zoo_errors.unknown_name_message(what, name, _NETWORKS))
-  return _NETWORKS[name]
+  """The NetworkInfo of `name`: a registered network, or else a Python module
+  of that name (importable from the current directory or PYTHONPATH) that
+  registers one network when imported, as datasets and preprocessings are
+  found. Raises ValueError naming the valid ones."""
+  if name in _NETWORKS:
+    return _NETWORKS[name]
+  module = zoo_plugins.import_user_module(name, what)
+  if module is not None:
+    if name in _NETWORKS:
+      return _NETWORKS[name]
+    own = [info for info in _NETWORKS.values()
+           if _defined_in(info.network_fn) == module.__name__]
+    if len(own) == 1:
+      return own[0]
+    raise ValueError("module '%s' registers %s: pass one registered name as "
+                     '--%s' % (name, '%d networks (%s)' % (
+                         len(own), ', '.join(i.name for i in own))
+                               if own else 'no network', what))
+  raise ValueError(zoo_errors.unknown_name_message(what, name, _NETWORKS))
+
+
+def _defined_in(network_fn):
+  """The module that defines a network function (or the one it partially applies)."""
+  return getattr(getattr(network_fn, 'func', network_fn), '__module__', None)
 
 
 def find(name):

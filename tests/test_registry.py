@@ -247,3 +247,28 @@ def test_the_registration_reads_the_functions_size_and_needs_one(
                      r"default_image_size: set it on the function or pass it"):
     registry.register_network('unsized_net', unsized, lambda **_: {})
   assert 'unsized_net' not in nets_factory.list_models()
+
+
+# -- a user's network module, found as datasets and preprocessings are --------
+def test_model_name_imports_a_users_module_that_registers_one_network(
+    scratch_registry, tmp_path, monkeypatch):
+  (tmp_path / 'my_tiny_net.py').write_text(
+      'import tf_slim as slim\n'
+      'from nets.registry import register_network\n'
+      'def my_tiny_net(images, num_classes=3, is_training=False, scope="MyTiny"):\n'
+      '  net = slim.flatten(images)\n'
+      '  return slim.fully_connected(net, num_classes, scope=scope + "/logits"), {}\n'
+      'register_network("my_tiny_net", my_tiny_net, lambda weight_decay=0.0: {},\n'
+      '                 default_image_size=8, num_classes=3, preprocessing_name="lenet")\n')
+  (tmp_path / 'not_a_net.py').write_text('X = 1\n')
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.delitem(sys.modules, 'my_tiny_net', raising=False)
+  info = nets_factory.get_info('my_tiny_net')
+  assert (info.name, info.default_image_size, info.num_classes) == (
+      'my_tiny_net', 8, 3)
+  assert 'my_tiny_net' in nets_factory.list_models()
+  with pytest.raises(ValueError, match=r"^module 'not_a_net' registers no "
+                     r'network: pass one registered name as --model_name$'):
+    nets_factory.get_info('not_a_net')
+  with pytest.raises(ValueError, match=r"^unknown model_name 'no_such_net'"):
+    nets_factory.get_info('no_such_net')
