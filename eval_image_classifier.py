@@ -33,6 +33,7 @@ is one command:
     python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
         --dataset_split_name=validation --tflite_model=exports/lenet_digits/int8
 """
+import functools
 import math
 import os
 import signal
@@ -91,6 +92,7 @@ flags.DEFINE_string('tflite_model', None,
                     'Evaluate this TFLite model (file or export directory).')
 
 
+@functools.lru_cache(maxsize=None)  # once: the skipped ones named once
 def resolve_checkpoint():
   """--checkpoint_path's checkpoint: a file that must be readable, or the
   newest readable one of a directory (naming those skipped)."""

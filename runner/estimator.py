@@ -16,7 +16,6 @@ through `master`/`is_chief` and a device setter, not a different runner.
 """
 import collections
 import contextlib
-import errno
 import inspect
 import re
 import os
@@ -319,28 +318,59 @@ class _StopOnSignalHook(tf1.train.SessionRunHook):
       run_context.request_stop()
 
 
-class _FiniteLossHook(tf1.train.SessionRunHook):
-  """NanTensorHook for NaN and infinity, saying where: raises faults.Diverged
-  naming the step and the newest checkpoint of `model_dir` (the saver keeps
-  non-finite values out of every checkpoint)."""
+class _FiniteHook(tf1.train.SessionRunHook):
+  """NanTensorHook for NaN and infinity in the loss or in a trainable
+  variable (a huge learning rate can overflow the weights while the loss
+  still reads finite), saying where: raises faults.Diverged naming the step,
+  the culprit and the newest checkpoint of `model_dir` (the saver keeps
+  non-finite values out of every checkpoint). Each variable is tested on its
+  own device: only one bool per variable travels, each step."""
 
   def __init__(self, loss, model_dir):
     self._loss, self._model_dir = loss, model_dir
 
   def begin(self):
     self._global_step = tf1.train.get_global_step()
+    self._names, self._checks = _finite_checks(tf1.trainable_variables())
+    self._all = (tf.reduce_all(tf.stack(self._checks)) if self._checks
+                 else tf.constant(True))
 
   def before_run(self, run_context):
-    return tf1.train.SessionRunArgs(self._loss)
+    return tf1.train.SessionRunArgs([self._loss, self._all])
 
   def after_run(self, run_context, run_values):
-    loss = run_values.results
-    if np.all(np.isfinite(loss)):
+    loss, variables_finite = run_values.results
+    if variables_finite and np.all(np.isfinite(loss)):
       return
-    step = int(run_context.session.run(self._global_step))
-    raise faults.Diverged(step, 'the loss is %s' % (
-        'nan' if np.any(np.isnan(loss)) else 'infinite'),
+    session = run_context.session
+    step = int(session.run(self._global_step))
+    if not np.all(np.isfinite(loss)):
+      what = 'the loss is %s' % ('nan' if np.any(np.isnan(loss))
+                                 else 'infinite')
+    else:
+      what = _non_finite_variable(session, self._names, self._checks)
+    raise faults.Diverged(step, what,
                           tf.train.latest_checkpoint(self._model_dir))
+
+
+def _finite_checks(variables):
+  """(names, a bool tensor per floating variable: all its values finite),
+  each computed beside its variable."""
+  names, checks = [], []
+  for v in variables:
+    if v.dtype.base_dtype.is_floating:
+      with tf1.device(v.device):
+        checks.append(tf.reduce_all(tf.math.is_finite(v)))
+      names.append(v.op.name)
+  return names, checks
+
+
+def _non_finite_variable(session, names, checks):
+  """'variable X is not finite' for the first such variable, or None."""
+  for name, finite in zip(names, session.run(checks)):
+    if not finite:
+      return 'variable %s is not finite' % name
+  return None
 
 
 # TensorFlow's HistogramSummary error for a NaN or infinite value.
@@ -368,10 +398,7 @@ class _CheckpointSaverHook(tf1.train.CheckpointSaverHook):
 
   def begin(self):
     super().begin()
-    variables = [v for v in tf1.global_variables()
-                 if v.dtype.base_dtype.is_floating]
-    self._names = [v.op.name for v in variables]
-    self._finite = [tf.reduce_all(tf.math.is_finite(v)) for v in variables]
+    self._names, self._checks = _finite_checks(tf1.global_variables())
     self._bytes = sum(v.shape.num_elements() * v.dtype.base_dtype.size
                       for v in tf1.global_variables()
                       if v.shape.is_fully_defined())
@@ -383,10 +410,10 @@ class _CheckpointSaverHook(tf1.train.CheckpointSaverHook):
 
   def _save(self, session, step):
     step = int(step)
-    for name, finite in zip(self._names, session.run(self._finite)):
-      if not finite:
-        raise faults.Diverged(step, 'variable %s is not finite' % name,
-                              tf.train.latest_checkpoint(self._checkpoint_dir))
+    what = _non_finite_variable(session, self._names, self._checks)
+    if what:
+      raise faults.Diverged(step, what,
+                            tf.train.latest_checkpoint(self._checkpoint_dir))
     state = tf.train.get_checkpoint_state(self._checkpoint_dir)
     state_file = os.path.join(self._checkpoint_dir, 'checkpoint')
     state_text = (open(state_file, 'rb').read()
@@ -400,7 +427,7 @@ class _CheckpointSaverHook(tf1.train.CheckpointSaverHook):
       faults.remove_partial_save(prefix)
       faults.restore_file(state_file, state_text)
       raise faults.DiskFull(
-          errno.ENOSPC, 'no space left on device saving checkpoint %s (it '
+          'no space left on device saving checkpoint %s (it '
           'needs %s, %s free); the latest checkpoint is still %s; its partial '
           'files were removed' % (
               prefix, faults.megabytes(self._bytes),
@@ -523,7 +550,7 @@ class Estimator(object):
         if not faults.is_disk_full(e):
           raise
         raise faults.DiskFull(
-            errno.ENOSPC, 'no space left on device writing to %s (%s free)' % (
+            'no space left on device writing to %s (%s free)' % (
                 self._model_dir,
                 faults.megabytes(faults.free_bytes(self._model_dir) or 0))
         ) from None
@@ -556,7 +583,7 @@ class Estimator(object):
       spec, global_step = self._build(input_fn, ModeKeys.TRAIN)
       stop_on_signal = _StopOnSignalHook(signals)
       all_hooks = list(hooks or []) + list(spec.training_hooks) + [
-          _FiniteLossHook(spec.loss, self._model_dir), stop_on_signal]
+          _FiniteHook(spec.loss, self._model_dir), stop_on_signal]
       if steps is not None or max_steps is not None:
         all_hooks.append(tf1.train.StopAtStepHook(num_steps=steps,
                                                   last_step=max_steps))
@@ -613,7 +640,8 @@ class Estimator(object):
             if not match:
               raise
             raise faults.Diverged(
-                sess.run_step_fn(lambda c: int(c.session.run(global_step))),
+                sess.run_step_fn(lambda step_context: int(
+                    step_context.session.run(global_step))),
                 '%s is %s' % (
                     match.group(2), 'nan' if match.group(1) == 'Nan'
                     else 'infinite'),
@@ -781,20 +809,16 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     return None
   if cluster.task_type == 'evaluator':
     result = None
-    for checkpoint in tf.train.checkpoints_iterator(
-        estimator.model_dir, min_interval_secs=eval_spec.throttle_secs):
-      try:
-        result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
-                                    eval_spec.hooks, checkpoint, eval_spec.name)
-      except (ValueError, tf.errors.NotFoundError):  # before / while restoring
-        if checkpoint_exists(checkpoint):
-          raise
-        tf1.logging.warning(DELETED_CHECKPOINT, checkpoint)
-        continue
-      tf1.logging.info('Evaluated %s: %s', checkpoint, result)
-      if (train_spec.max_steps is not None and
-          result['global_step'] >= train_spec.max_steps):
-        break
+    with faults.StopSignals() as signals:  # a signal ends the wait cleanly
+      for checkpoint in faults.follow_checkpoints(
+          estimator.model_dir, eval_spec.throttle_secs,
+          stop=lambda: signals.received is not None,
+          report=lambda line: tf1.logging.warning('%s', line)):
+        evaluated, done = _evaluate_followed(estimator, eval_spec, checkpoint,
+                                             train_spec.max_steps)
+        result = evaluated if evaluated is not None else result
+        if done:
+          break
     return result
   if cluster.distributed:
     estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
@@ -821,6 +845,22 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     if global_step_of(estimator.latest_checkpoint()) == step:
       break  # the input ran out: no more training possible
   return result
+
+
+def _evaluate_followed(estimator, eval_spec, checkpoint, max_steps):
+  """(metrics or None, whether max_steps is reached) of one checkpoint an
+  evaluator follows."""
+  try:
+    result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
+                                eval_spec.hooks, checkpoint, eval_spec.name)
+  except (ValueError, tf.errors.NotFoundError):  # before / while restoring
+    if checkpoint_exists(checkpoint):
+      raise
+    tf1.logging.warning(DELETED_CHECKPOINT, checkpoint)
+    return None, False
+  tf1.logging.info('Evaluated %s: %s', checkpoint, result)
+  return result, (max_steps is not None and
+                  result['global_step'] >= max_steps)
 
 
 # A follower of a training directory can lose the race with the trainer's

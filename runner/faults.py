@@ -305,7 +305,13 @@ class TrainDirLock(object):
 
 # -- a full disk ------------------------------------------------------------------
 class DiskFull(OSError):
-  pass
+  """ENOSPC, with a message that says what was being written."""
+
+  def __init__(self, message):
+    super().__init__(errno.ENOSPC, message)
+
+  def __str__(self):
+    return self.strerror
 
 
 def is_disk_full(error):
