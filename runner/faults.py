@@ -209,19 +209,29 @@ def follow_checkpoints(directory, interval_secs, timeout_secs=None,
   """Yields each new newest readable checkpoint of `directory` (a newer step
   than the last one yielded), at most one per `interval_secs`; ends after
   `timeout_secs` without one, or as soon as `stop()` is true (checked every
-  `poll_secs`, so a signal is seen at once)."""
-  last_step, last_yield, reported = None, None, set()
+  `poll_secs`, so a signal is seen at once). A checkpoint is read whole once
+  it is a candidate; an unreadable one is named once and read again only if
+  its index changes."""
+  last_step, last_yield, unreadable = None, None, {}
   waiting_since = time.time()
   while not stop():
     if last_yield is None or time.time() - last_yield >= interval_secs:
       newest = None
       if os.path.isdir(directory):
-        try:
-          newest = newest_readable_checkpoint(directory, report, reported)
-        except NoReadableCheckpoint:
-          newest = None  # damaged ones are named; a good one may come
-      if newest is not None and (last_step is None or
-                                 _step_of_name(newest) > last_step):
+        for prefix in checkpoint_candidates(directory):
+          if last_step is not None and _step_of_name(prefix) <= last_step:
+            break
+          stamp = _stamp(prefix)
+          if unreadable.get(prefix) == stamp:
+            continue
+          problem = checkpoint_problem(prefix)
+          if problem is None:
+            newest = prefix
+            break
+          unreadable[prefix] = stamp
+          if report is not None:
+            report(skipped_line(prefix, problem))
+      if newest is not None:
         last_step, last_yield = _step_of_name(newest), time.time()
         yield newest
         waiting_since = time.time()
@@ -229,6 +239,14 @@ def follow_checkpoints(directory, interval_secs, timeout_secs=None,
     if timeout_secs is not None and time.time() - waiting_since > timeout_secs:
       return
     time.sleep(poll_secs)
+
+
+def _stamp(prefix):
+  try:
+    stat = os.stat(prefix + '.index')
+  except OSError:
+    return None
+  return stat.st_mtime, stat.st_size
 
 
 UNREADABLE = '.unreadable'

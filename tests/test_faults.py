@@ -417,3 +417,20 @@ def test_sigterm_in_a_cluster_the_chief_saves_and_a_worker_exits(digits_dir,
   finally:
     for t in tasks:
       t.stop()
+
+
+def test_following_a_directory_skips_a_truncated_newest_checkpoint_once(
+    trained, tmp_path):
+  train_dir = str(tmp_path / 'run')
+  shutil.copytree(trained, train_dir)
+  data = os.path.join(train_dir, 'model.ckpt-20.data-00000-of-00002')
+  os.truncate(data, 1000)
+  lines, found = [], []
+  for prefix in faults.follow_checkpoints(
+      train_dir, interval_secs=0, timeout_secs=1, report=lines.append,
+      poll_secs=0.05):
+    found.append(prefix)
+  assert found == [os.path.join(train_dir, 'model.ckpt-10')]
+  assert lines == ['skipped checkpoint %s/model.ckpt-20: unreadable (Read '
+                   'less bytes than requested)' % train_dir]
+  assert os.path.getsize(data) == 1000
