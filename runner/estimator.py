@@ -374,8 +374,8 @@ def _non_finite_variable(session, names, checks):
 
 
 # TensorFlow's HistogramSummary error for a NaN or infinite value.
-_NON_FINITE_SUMMARY = re.compile(r'(Nan|Infinity) in summary histogram for: '
-                                 r'(\S+)')
+_NON_FINITE_SUMMARY = re.compile(
+    r'(Nan|Infinity) in (?:summary )?[Hh]istogram for: (\S+)')
 
 
 class _CheckpointSaverHook(tf1.train.CheckpointSaverHook):

@@ -434,3 +434,31 @@ def test_following_a_directory_skips_a_truncated_newest_checkpoint_once(
   assert lines == ['skipped checkpoint %s/model.ckpt-20: unreadable (Read '
                    'less bytes than requested)' % train_dir]
   assert os.path.getsize(data) == 1000
+
+
+def test_a_histogram_of_a_diverged_variable_is_named_as_divergence(tmp_path):
+  """The summary of the step a weight overflows fails before any hook sees
+  the step: the run's error is turned into the same Diverged line."""
+  tf1 = tf.compat.v1
+
+  def model_fn(features, labels, mode):
+    w = tf1.get_variable('w', initializer=1.0)
+    loss = tf.reduce_mean(features) * 0.0 + w  # finite while w overflows
+    tf1.summary.histogram('w', w)
+    train_op = tf1.train.GradientDescentOptimizer(-2e38).minimize(
+        loss, tf1.train.get_global_step())
+    return est.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  def input_fn():
+    return tf.data.Dataset.from_tensors(tf.zeros([2])).repeat(), None
+
+  estimator = est.Estimator(model_fn, str(tmp_path), config=est.RunConfig(
+      save_summary_steps=1, save_checkpoints_steps=100))
+  with pytest.raises(faults.Diverged) as raised:
+    estimator.train(lambda: input_fn()[0], max_steps=50)
+  error = raised.value
+  assert re.fullmatch(r'(w(_1)? is (nan|infinite)|the loss is (nan|infinite)|'
+                      r'variable w is not finite)', error.what), error.what
+  assert 1 <= error.step < 50
+  assert error.checkpoint == os.path.join(str(tmp_path), 'model.ckpt-0')
+  assert tf.train.latest_checkpoint(str(tmp_path)) == error.checkpoint
