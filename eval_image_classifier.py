@@ -7,7 +7,10 @@
 --wait_for_checkpoints evaluates every new checkpoint of the directory once,
 until --eval_timeout_secs pass without one, --max_checkpoints are done or a
 checkpoint of step --stop_at_step (training's last) is evaluated: run it
-beside training to draw the evaluation curve.
+beside training to draw the evaluation curve. A checkpoint that cannot be read
+is named and skipped (the newest readable one is evaluated); SIGTERM or
+SIGINT stop at once with `stopped by SIGTERM; N checkpoint(s) evaluated` and
+exit status 128 + the signal's number.
 Trained with --moving_average_decay, the network is evaluated with the moving
 averages. --num_clones (with --clone_on_cpu for CPU devices) evaluates on
 several devices with the same metrics; --batch_size is per clone, as in
@@ -30,8 +33,10 @@ is one command:
     python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
         --dataset_split_name=validation --tflite_model=exports/lenet_digits/int8
 """
+import functools
 import math
 import os
+import signal
 import sys
 
 from absl import app
@@ -50,6 +55,7 @@ from classification import script_flags
 from datasets import dataset_factory
 from deployment import model_deploy
 from runner import estimator as est
+from runner import faults
 from serving import exporter
 from serving import inference
 
@@ -86,21 +92,39 @@ flags.DEFINE_string('tflite_model', None,
                     'Evaluate this TFLite model (file or export directory).')
 
 
-def checkpoints():
+@functools.lru_cache(maxsize=None)  # once: the skipped ones named once
+def resolve_checkpoint():
+  """--checkpoint_path's checkpoint: a file that must be readable, or the
+  newest readable one of a directory (naming those skipped)."""
+  if tf.io.gfile.isdir(F.checkpoint_path):
+    found = faults.newest_readable_checkpoint(F.checkpoint_path,
+                                              progress.print_now)
+    if found:
+      return found
+  path = fine_tuning.resolve_checkpoint(F.checkpoint_path)
+  problem = faults.checkpoint_problem(path)
+  if problem:
+    raise ValueError('checkpoint %s is unreadable (%s)' % (path, problem))
+  return path
+
+
+def checkpoints(signals):
   """The checkpoint(s) to evaluate, in order: --checkpoint_path's, or with
-  --wait_for_checkpoints each new one of the directory (the caller stops)."""
+  --wait_for_checkpoints each new newest readable one of the directory (the
+  caller stops), until a signal arrives."""
   if not F.wait_for_checkpoints:
-    yield fine_tuning.resolve_checkpoint(F.checkpoint_path)
+    yield resolve_checkpoint()
     return
-  for path in tf.train.checkpoints_iterator(
-      F.checkpoint_path, min_interval_secs=F.eval_interval_secs,
-      timeout=F.eval_timeout_secs):
+  for path in faults.follow_checkpoints(
+      F.checkpoint_path, F.eval_interval_secs, F.eval_timeout_secs,
+      stop=lambda: signals.received is not None, report=progress.print_now):
     yield path
     progress.print_now('Waiting for a new checkpoint in %s%s' % (
         F.checkpoint_path, ' (at most %ss)' % F.eval_timeout_secs
         if F.eval_timeout_secs is not None else ''))
-  progress.print_now('No new checkpoint in %s for %ss: done' % (
-      F.checkpoint_path, F.eval_timeout_secs))
+  if signals.received is None:
+    progress.print_now('No new checkpoint in %s for %ss: done' % (
+        F.checkpoint_path, F.eval_timeout_secs))
 
 
 def first_checkpoint():
@@ -108,8 +132,13 @@ def first_checkpoint():
   --checkpoint_path, or the latest of the directory followed (None before
   training has written one)."""
   if F.wait_for_checkpoints:
-    return tf.train.latest_checkpoint(F.checkpoint_path)
-  return fine_tuning.resolve_checkpoint(F.checkpoint_path)
+    if not tf.io.gfile.isdir(F.checkpoint_path):
+      return None
+    try:
+      return faults.newest_readable_checkpoint(F.checkpoint_path)
+    except faults.NoReadableCheckpoint:
+      return None  # named when followed
+  return resolve_checkpoint()
 
 
 def check_follow_flags():
@@ -206,6 +235,22 @@ def evaluate_export(dataset):
          dataset, F.eval_dir)
 
 
+class Interrupted(Exception):
+  pass
+
+
+class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
+  """Abandons an evaluation after the batch in flight once a signal came:
+  raising, so that no summary of a partial evaluation is written."""
+
+  def __init__(self, signals):
+    self._signals = signals
+
+  def after_run(self, run_context, run_values):
+    if self._signals.received is not None:
+      raise Interrupted()
+
+
 def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
@@ -245,23 +290,31 @@ def main(_):
             session_config=script_flags.session_config()),
         params={'classifier': params})
     evaluated = 0
-    for checkpoint in checkpoints():
-      try:
-        results = estimator.evaluate(
-            input_fn, steps=steps, checkpoint_path=checkpoint,
-            summary_dir=eval_dir,
-            hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs)])
-      except (ValueError, tf.errors.NotFoundError):  # before / while restoring
-        if not F.wait_for_checkpoints or est.checkpoint_exists(checkpoint):
-          raise
-        progress.print_now(est.DELETED_CHECKPOINT % checkpoint)
-        continue
-      step = int(results['global_step'])
-      report(dict(results, checkpoint=checkpoint, global_step=step), dataset,
-             eval_dir)
-      evaluated += 1
-      if F.wait_for_checkpoints and done_waiting(evaluated, step):
-        break
+    with faults.StopSignals() as signals:
+      for checkpoint in checkpoints(signals):
+        try:
+          results = estimator.evaluate(
+              input_fn, steps=steps, checkpoint_path=checkpoint,
+              summary_dir=eval_dir,
+              hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs),
+                     StopOnSignalHook(signals)])
+        except (ValueError, tf.errors.NotFoundError):  # before / while restoring
+          if not F.wait_for_checkpoints or est.checkpoint_exists(checkpoint):
+            raise
+          progress.print_now(est.DELETED_CHECKPOINT % checkpoint)
+          continue
+        except Interrupted:
+          break  # an evaluation cut short is not reported
+        step = int(results['global_step'])
+        report(dict(results, checkpoint=checkpoint, global_step=step),
+               dataset, eval_dir)
+        evaluated += 1
+        if F.wait_for_checkpoints and done_waiting(evaluated, step):
+          break
+    if signals.received is not None:
+      progress.print_now('stopped by %s; %d checkpoint(s) evaluated' % (
+          signal.Signals(signals.received).name, evaluated))
+      return 128 + signals.received
   except (ValueError, tf.errors.OpError) as e:
     print('eval_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)

@@ -10,6 +10,12 @@ train_dir's latest checkpoint. --checkpoint_path fine-tunes only when train_dir 
 As in TF-Slim, --batch_size is per clone: a step takes batch_size x
 num_clones images, and the learning-rate decay counts them all.
 
+SIGTERM or SIGINT (a scheduler's preemption, Ctrl-C) ends the run after the
+step in flight with a checkpoint at that step, the line `stopped by SIGTERM at
+step N; checkpoint <path>` and exit status 128 + the signal's number (143,
+130); the next run resumes there. Only one trainer may use a --train_dir at a
+time (its trainer.lock); it resumes from the newest readable checkpoint.
+
 Every --log_every_n_steps steps it prints `step N/max (p%): loss = x (y
 images/sec; z images/step), ETA t`; TensorBoard summaries go to train_dir
 (`tensorboard --logdir` it, see README "Watching training").
@@ -27,11 +33,13 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
+from classification import progress
 from classification import script_flags
 from datasets import dataset_factory
 from deployment import cluster
 from deployment import model_deploy
 from runner import estimator as est
+from runner import faults
 
 F = flags.FLAGS
 
@@ -46,6 +54,8 @@ flags.DEFINE_integer('save_summaries_secs', 600, 'Seconds between summaries.')
 flags.DEFINE_integer('save_summaries_steps', None,
                      'Steps between summaries (instead of seconds).')
 flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
+flags.DEFINE_integer('save_interval_steps', None,
+                     'Steps between checkpoints (instead of seconds).')
 flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
 flags.DEFINE_enum('variable_update', 'parameter_server',
                   list(model_deploy.VARIABLE_UPDATES),
@@ -103,17 +113,24 @@ def build_estimator(dataset, task):
   params.optimizer.validate()
   if F.checkpoint_path:
     fine_tuning.resolve_checkpoint(F.checkpoint_path)
-  script_flags.check_flags(at_least_one=['save_summaries_steps'])
+  script_flags.check_flags(at_least_one=['save_summaries_steps',
+                                         'save_interval_steps'])
+  if F['save_interval_secs'].present and F.save_interval_steps is not None:
+    raise ValueError('set at most one of --save_interval_secs and '
+                     '--save_interval_steps')
   config = est.RunConfig(
       model_dir=F.train_dir, tf_random_seed=F.random_seed,
       save_summary_steps=F.save_summaries_steps,
       save_summaries_secs=(None if F.save_summaries_steps
                            else F.save_summaries_secs),
-      save_checkpoints_secs=F.save_interval_secs,
+      save_checkpoints_secs=(None if F.save_interval_steps
+                             else F.save_interval_secs),
+      save_checkpoints_steps=F.save_interval_steps,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
       session_config=script_flags.session_config(), cluster=task)
   return est.Estimator(classifier.model_fn, F.train_dir, config=config,
-                       params={'classifier': params})
+                       params={'classifier': params},
+                       report=progress.print_now)
 
 
 def main(_):
@@ -136,13 +153,16 @@ def main(_):
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
         **script_flags.input_args())
-    resumed = estimator.latest_checkpoint()
-    if resumed and estimator.config.is_chief:  # the chief restores
-      print('Resuming from %s (step %d)' % (resumed,
-                                            est.global_step_of(resumed)))
     sys.stdout.flush()
     estimator.train(input_fn, max_steps=F.max_number_of_steps)
-  except (ValueError, tf.errors.OpError) as e:
+  except faults.Stopped as e:
+    progress.print_now(str(e))
+    return e.exit_status
+  except faults.Diverged as e:
+    print('train_image_classifier: error: %s; try a lower --learning_rate '
+          '(it was %g)' % (e, F.learning_rate), file=sys.stderr)
+    return 1
+  except (ValueError, faults.DiskFull, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1

@@ -426,6 +426,10 @@ def read_image_file(path):
       if image.format == 'PNG':
         return data, b'png', height, width
       return encode_png(np.asarray(image.convert('RGB'))), b'png', height, width
+  except PIL.UnidentifiedImageError:
+    # PIL's message names the in-memory file object (<_io.BytesIO ...>).
+    raise ConversionError('cannot decode image %s: not a format PIL can read '
+                          '(JPEG, PNG, BMP, GIF, WebP, TIFF, ...)' % path) from None
   except Exception as e:  # PIL raises many types for bad data; all mean the same
     raise ConversionError('cannot decode image %s: %s' % (path, e)) from None
 

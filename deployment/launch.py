@@ -25,6 +25,10 @@ import threading
 import time
 
 
+# Seconds a stopped task gets to finish its step and save before SIGKILL.
+STOP_GRACE_SECS = 30.0
+
+
 def free_ports(count, host='127.0.0.1'):
   """`count` distinct ports that are free now on `host`."""
   sockets = []
@@ -121,6 +125,15 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
   chief = workers[0]
 
   def stop_all(*_):
+    # The workers and the evaluator first, all at once, while the ps still
+    # serve: on SIGTERM the chief saves a checkpoint of variables that live
+    # on the ps (see README "When things go wrong").
+    others = [t for t in workers + ([judge] if judge else [])]
+    for task in others:
+      if task.poll() is None:
+        task.process.terminate()
+    for task in others:
+      task.stop(grace=STOP_GRACE_SECS)
     for task in tasks:
       task.stop()
     raise SystemExit(130)

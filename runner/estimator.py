@@ -15,7 +15,9 @@ and passed to MonitoredTrainingSession, so distributed training plugs in
 through `master`/`is_chief` and a device setter, not a different runner.
 """
 import collections
+import contextlib
 import inspect
+import re
 import os
 import shutil
 import tempfile
@@ -27,6 +29,7 @@ import tensorflow as tf
 import tf_compat  # noqa: F401
 from deployment import cluster as cluster_lib
 from deployment import model_deploy
+from runner import faults
 from tensorflow.python.saved_model.model_utils import export_output
 
 tf1 = tf.compat.v1
@@ -229,12 +232,14 @@ class _WorkerSessionCreator(tf1.train.SessionCreator):
 class _SummarySaverHook(tf1.train.SessionRunHook):
   """Saves the scaffold's summaries every `save_steps` steps or `save_secs`
   seconds, as TensorFlow's SummarySaverHook, and also at the run's last step
-  (`last_step`, or the start plus `steps`), so that a curve ends where
-  training ended rather than at the last full period."""
+  (`last_step`, the start plus `steps`, or the step a signal stopped it at),
+  so that a curve ends where training ended rather than at the last full
+  period."""
 
   def __init__(self, output_dir, scaffold, save_steps=None, save_secs=None,
-               steps=None, last_step=None):
+               steps=None, last_step=None, stopping=lambda: False):
     self._output_dir, self._scaffold = output_dir, scaffold
+    self._stopping = stopping  # true: the run ends early (a signal)
     self._timer = tf1.train.SecondOrStepTimer(every_secs=save_secs,
                                               every_steps=save_steps)
     self._steps, self._max_steps = steps, last_step
@@ -242,7 +247,7 @@ class _SummarySaverHook(tf1.train.SessionRunHook):
   def begin(self):
     self._writer = tf1.summary.FileWriterCache.get(self._output_dir)
     self._global_step = tf1.train.get_global_step()
-    self._next_step = None
+    self._next_step = self._written = None
 
   def after_create_session(self, session, coord):
     start = int(session.run(self._global_step))
@@ -279,16 +284,166 @@ class _SummarySaverHook(tf1.train.SessionRunHook):
       self._timer.update_last_triggered_step(step)
       if 'summary' in run_values.results:
         self._writer.add_summary(run_values.results['summary'], step)
+        self._written = step
     self._next_step = step + 1
 
   def end(self, session=None):
+    if (self._stopping() and session is not None and
+        self._scaffold.summary_op is not None and self._next_step is not None):
+      # Stopped between periods: one more evaluation of the summaries (a
+      # forward pass, no step) at the step the checkpoint is saved at.
+      step = int(session.run(self._global_step))
+      if step != self._written:
+        try:
+          self._writer.add_summary(session.run(self._scaffold.summary_op),
+                                   step)
+        except tf.errors.OutOfRangeError:
+          pass  # the input has ended: nothing to summarise
     self._writer.flush()
+
+
+class _StopOnSignalHook(tf1.train.SessionRunHook):
+  """Ends the run after the step in flight once `signals` (a
+  faults.StopSignals) received one; `step` is the global step it ended at."""
+
+  def __init__(self, signals):
+    self._signals, self.step = signals, None
+
+  def begin(self):
+    self._global_step = tf1.train.get_global_step()
+
+  def after_run(self, run_context, run_values):
+    if self._signals.received is not None and self.step is None:
+      self.step = int(run_context.session.run(self._global_step))
+      run_context.request_stop()
+
+
+class _FiniteHook(tf1.train.SessionRunHook):
+  """NanTensorHook for NaN and infinity in the loss or in a trainable
+  variable (a huge learning rate can overflow the weights while the loss
+  still reads finite), saying where: raises faults.Diverged naming the step,
+  the culprit and the newest checkpoint of `model_dir` (the saver keeps
+  non-finite values out of every checkpoint). Each variable is tested on its
+  own device: only one bool per variable travels, each step."""
+
+  def __init__(self, loss, model_dir):
+    self._loss, self._model_dir = loss, model_dir
+
+  def begin(self):
+    self._global_step = tf1.train.get_global_step()
+    self._names, self._checks = _finite_checks(tf1.trainable_variables())
+    self._all = (tf.reduce_all(tf.stack(self._checks)) if self._checks
+                 else tf.constant(True))
+
+  def before_run(self, run_context):
+    return tf1.train.SessionRunArgs([self._loss, self._all])
+
+  def after_run(self, run_context, run_values):
+    loss, variables_finite = run_values.results
+    if variables_finite and np.all(np.isfinite(loss)):
+      return
+    session = run_context.session
+    step = int(session.run(self._global_step))
+    if not np.all(np.isfinite(loss)):
+      what = 'the loss is %s' % ('nan' if np.any(np.isnan(loss))
+                                 else 'infinite')
+    else:
+      what = _non_finite_variable(session, self._names, self._checks)
+    raise faults.Diverged(step, what,
+                          tf.train.latest_checkpoint(self._model_dir))
+
+
+def _finite_checks(variables):
+  """(names, a bool tensor per floating variable: all its values finite),
+  each computed beside its variable."""
+  names, checks = [], []
+  for v in variables:
+    if v.dtype.base_dtype.is_floating:
+      with tf1.device(v.device):
+        checks.append(tf.reduce_all(tf.math.is_finite(v)))
+      names.append(v.op.name)
+  return names, checks
+
+
+def _non_finite_variable(session, names, checks):
+  """'variable X is not finite' for the first such variable, or None."""
+  for name, finite in zip(names, session.run(checks)):
+    if not finite:
+      return 'variable %s is not finite' % name
+  return None
+
+
+# TensorFlow's HistogramSummary error for a NaN or infinite value.
+_NON_FINITE_SUMMARY = re.compile(
+    r'(Nan|Infinity) in (?:summary )?[Hh]istogram for: (\S+)')
+
+
+class _CheckpointSaverHook(tf1.train.CheckpointSaverHook):
+  """CheckpointSaverHook that never writes a checkpoint it should not.
+
+  Before a save every floating variable is checked to be finite (a
+  diverged model raises faults.Diverged and the last good checkpoint stays
+  the latest). A save that fails for a full disk removes its partial files,
+  puts the `checkpoint` state file back as it was and raises faults.DiskFull
+  naming the path, the size needed and the space left. `keep` (the readable
+  checkpoints of the directory, oldest first) are the ones the saver may
+  delete as it keeps keep_checkpoint_max, as MonitoredTrainingSession does
+  with the state file's list. `last_saved` is (step, path) of the last save.
+  """
+
+  def __init__(self, checkpoint_dir, keep=None, **kwargs):
+    super().__init__(checkpoint_dir, **kwargs)
+    self._keep = list(keep or [])
+    self.last_saved = (None, None)
+
+  def begin(self):
+    super().begin()
+    self._names, self._checks = _finite_checks(tf1.global_variables())
+    self._bytes = sum(v.shape.num_elements() * v.dtype.base_dtype.size
+                      for v in tf1.global_variables()
+                      if v.shape.is_fully_defined())
+
+  def after_create_session(self, session, coord):
+    if self._keep:
+      self._get_saver().recover_last_checkpoints(self._keep)
+    super().after_create_session(session, coord)
+
+  def _save(self, session, step):
+    step = int(step)
+    what = _non_finite_variable(session, self._names, self._checks)
+    if what:
+      raise faults.Diverged(step, what,
+                            tf.train.latest_checkpoint(self._checkpoint_dir))
+    state = tf.train.get_checkpoint_state(self._checkpoint_dir)
+    state_file = os.path.join(self._checkpoint_dir, 'checkpoint')
+    state_text = (open(state_file, 'rb').read()
+                  if os.path.isfile(state_file) else None)
+    prefix = '%s-%d' % (self._save_path, step)
+    try:
+      should_stop = super()._save(session, step)
+    except (tf.errors.OpError, OSError) as e:
+      if not faults.is_disk_full(e):
+        raise
+      faults.remove_partial_save(prefix)
+      faults.restore_file(state_file, state_text)
+      raise faults.DiskFull(
+          'no space left on device saving checkpoint %s (it '
+          'needs %s, %s free); the latest checkpoint is still %s; its partial '
+          'files were removed' % (
+              prefix, faults.megabytes(self._bytes),
+              faults.megabytes(faults.free_bytes(self._checkpoint_dir) or 0),
+              state.model_checkpoint_path if state else 'none')) from None
+    self.last_saved = (step, prefix)
+    return should_stop
 
 
 class Estimator(object):
   """Trains, evaluates, predicts with and exports a `model_fn`."""
 
-  def __init__(self, model_fn, model_dir=None, config=None, params=None):
+  def __init__(self, model_fn, model_dir=None, config=None, params=None,
+               report=None):
+    """`report(line)` tells what training does about faults and where it
+    resumes (default: TensorFlow's INFO log); the scripts print it."""
     config = config or RunConfig()
     model_dir = model_dir or config.model_dir or tempfile.mkdtemp()
     if os.path.exists(model_dir) and not os.path.isdir(model_dir):
@@ -297,6 +452,7 @@ class Estimator(object):
     self._model_dir = model_dir
     self._config = config.replace(model_dir=model_dir)
     self._params = dict(params or {})
+    self._report = report or (lambda line: tf1.logging.info('%s', line))
 
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: self._config)
@@ -355,24 +511,79 @@ class Estimator(object):
 
   def train(self, input_fn, hooks=None, steps=None, max_steps=None,
             saving_listeners=None):
-    """Trains until `steps` more steps, `max_steps` in all, or input ends."""
+    """Trains until `steps` more steps, `max_steps` in all, or input ends.
+
+    The chief holds model_dir's trainer lock (faults.TrainDirLock) and resumes
+    from its newest readable checkpoint, naming (and setting aside) newer
+    unreadable ones. SIGTERM or SIGINT ends the run after the step in flight
+    with a checkpoint at that step: faults.Stopped. A NaN or infinite loss
+    raises faults.Diverged, a full disk faults.DiskFull; neither leaves a
+    checkpoint it should not.
+    """
     if steps is not None and max_steps is not None:
       raise ValueError('set at most one of steps and max_steps')
     for name, value in (('steps', steps), ('max_steps', max_steps)):
       if value is not None and value < 1:
         raise ValueError('%s must be at least 1, got %r' % (name, value))
-    if max_steps is not None and self.latest_checkpoint():
-      done = tf.train.load_variable(self.latest_checkpoint(), 'global_step')
-      if done >= max_steps:
-        tf1.logging.info('Skipping training: step %d >= max_steps %d',
-                         done, max_steps)
-        return self
     os.makedirs(self._model_dir, exist_ok=True)
+    # Only the chief writes checkpoints: workers of a cluster share the dir.
+    lock = (faults.TrainDirLock(self._model_dir) if self._config.is_chief
+            else contextlib.nullcontext())
+    with lock, faults.StopSignals() as signals:
+      if self._config.is_chief:
+        resume, keep = self._resume_checkpoint()
+      else:
+        resume, keep = tf.train.latest_checkpoint(self._model_dir), None
+      if max_steps is not None and resume:
+        done = global_step_of(resume)
+        if done >= max_steps:
+          tf1.logging.info('Skipping training: step %d >= max_steps %d',
+                           done, max_steps)
+          return self
+      if resume and self._config.is_chief:
+        self._report('Resuming from %s (step %d)' % (resume,
+                                                     global_step_of(resume)))
+      try:
+        self._train(input_fn, hooks, steps, max_steps, saving_listeners,
+                    resume, keep, signals)
+      except tf.errors.OpError as e:
+        if not faults.is_disk_full(e):
+          raise
+        raise faults.DiskFull(
+            'no space left on device writing to %s (%s free)' % (
+                self._model_dir,
+                faults.megabytes(faults.free_bytes(self._model_dir) or 0))
+        ) from None
+    return self
+
+  def _resume_checkpoint(self):
+    """(the newest readable checkpoint or None, the readable ones the saver
+    may delete as it keeps keep_checkpoint_max). Newer unreadable ones are
+    named and renamed aside (faults.set_aside): kept, never overwritten."""
+    try:
+      resume, skipped = faults.readable_checkpoint(self._model_dir)
+    except faults.NoReadableCheckpoint as e:
+      raise ValueError('%s; move them out of the directory to train from '
+                       'scratch' % e) from None
+    for prefix, problem in skipped:
+      kept = faults.set_aside(prefix)
+      self._report('%s; kept as %s.*' % (faults.skipped_line(prefix, problem),
+                                         kept))
+    state = tf.train.get_checkpoint_state(self._model_dir)  # absolute paths
+    keep = [p for p in (state.all_model_checkpoint_paths if state else [])
+            if tf.io.gfile.exists(p + '.index') and p != resume]
+    if resume:
+      keep.append(resume)
+    return resume, keep
+
+  def _train(self, input_fn, hooks, steps, max_steps, saving_listeners,
+             resume, keep, signals):
     cfg = self._config
     with tf.Graph().as_default():
       spec, global_step = self._build(input_fn, ModeKeys.TRAIN)
-      all_hooks = list(hooks or []) + list(spec.training_hooks)
-      all_hooks.append(tf1.train.NanTensorHook(spec.loss))
+      stop_on_signal = _StopOnSignalHook(signals)
+      all_hooks = list(hooks or []) + list(spec.training_hooks) + [
+          _FiniteHook(spec.loss, self._model_dir), stop_on_signal]
       if steps is not None or max_steps is not None:
         all_hooks.append(tf1.train.StopAtStepHook(num_steps=steps,
                                                   last_step=max_steps))
@@ -386,7 +597,8 @@ class Estimator(object):
         chief_hooks.append(_SummarySaverHook(
             self._model_dir, scaffold, save_steps=cfg.save_summary_steps,
             save_secs=cfg.save_summaries_secs, steps=steps,
-            last_step=max_steps))
+            last_step=max_steps,
+            stopping=lambda: signals.received is not None))
       if scaffold.saver is None and not tf1.get_collection(
           tf1.GraphKeys.SAVERS):
         # Scaffold.finalize() picks the saver up from this collection.
@@ -394,32 +606,52 @@ class Estimator(object):
             sharded=True, max_to_keep=cfg.keep_checkpoint_max,
             keep_checkpoint_every_n_hours=cfg.keep_checkpoint_every_n_hours,
             save_relative_paths=True))
-      if cfg.is_chief and saving_listeners:
-        chief_hooks.append(tf1.train.CheckpointSaverHook(
+      saver_hook = None
+      if cfg.is_chief:
+        # What MonitoredTrainingSession(is_chief=True) builds, but restoring
+        # the checkpoint chosen above rather than the state file's latest.
+        if cfg.log_step_count_steps:
+          chief_hooks.append(tf1.train.StepCounterHook(
+              every_n_steps=cfg.log_step_count_steps,
+              output_dir=self._model_dir))
+        saver_hook = _CheckpointSaverHook(
             self._model_dir, save_secs=cfg.save_checkpoints_secs,
             save_steps=cfg.save_checkpoints_steps, scaffold=scaffold,
-            listeners=saving_listeners))
-        save_secs = save_steps = None
-      else:
-        save_secs, save_steps = (cfg.save_checkpoints_secs,
-                                 cfg.save_checkpoints_steps)
-      if cfg.is_chief:
-        session = tf1.train.MonitoredTrainingSession(
-            master=self._session_target(), is_chief=True,
-            checkpoint_dir=self._model_dir, scaffold=scaffold,
-            hooks=all_hooks, chief_only_hooks=chief_hooks,
-            save_checkpoint_secs=save_secs, save_checkpoint_steps=save_steps,
-            save_summaries_steps=None, save_summaries_secs=None,  # see above
-            config=cfg.session_config,
-            log_step_count_steps=cfg.log_step_count_steps)
+            listeners=saving_listeners, keep=keep)
+        chief_hooks.append(saver_hook)
+        session = tf1.train.MonitoredSession(
+            tf1.train.ChiefSessionCreator(
+                scaffold=scaffold, master=self._session_target(),
+                config=cfg.session_config,
+                checkpoint_filename_with_path=resume),
+            hooks=chief_hooks + all_hooks)
       else:  # what MonitoredTrainingSession(is_chief=False) builds, polling faster
         session = tf1.train.MonitoredSession(
             _WorkerSessionCreator(scaffold, self._session_target(),
                                   cfg.session_config), hooks=all_hooks)
       with session as sess:
         while not sess.should_stop():
-          sess.run(spec.train_op)
-    return self
+          try:
+            sess.run(spec.train_op)
+          except tf.errors.InvalidArgumentError as e:
+            # A histogram summary refuses NaN/inf values: the same
+            # divergence the loss check catches, seen first by the summary.
+            match = _NON_FINITE_SUMMARY.search(e.message)
+            if not match:
+              raise
+            raise faults.Diverged(
+                sess.run_step_fn(lambda step_context: int(
+                    step_context.session.run(global_step))),
+                '%s is %s' % (
+                    match.group(2), 'nan' if match.group(1) == 'Nan'
+                    else 'infinite'),
+                tf.train.latest_checkpoint(self._model_dir)) from None
+    if signals.received is not None:
+      if saver_hook is not None:
+        step, checkpoint = saver_hook.last_saved
+      else:
+        step, checkpoint = stop_on_signal.step, None
+      raise faults.Stopped(signals.received, step, checkpoint)
 
   def _session_target(self):
     """Training's session target: in a cluster, this task's own server
@@ -577,20 +809,16 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     return None
   if cluster.task_type == 'evaluator':
     result = None
-    for checkpoint in tf.train.checkpoints_iterator(
-        estimator.model_dir, min_interval_secs=eval_spec.throttle_secs):
-      try:
-        result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
-                                    eval_spec.hooks, checkpoint, eval_spec.name)
-      except (ValueError, tf.errors.NotFoundError):  # before / while restoring
-        if checkpoint_exists(checkpoint):
-          raise
-        tf1.logging.warning(DELETED_CHECKPOINT, checkpoint)
-        continue
-      tf1.logging.info('Evaluated %s: %s', checkpoint, result)
-      if (train_spec.max_steps is not None and
-          result['global_step'] >= train_spec.max_steps):
-        break
+    with faults.StopSignals() as signals:  # a signal ends the wait cleanly
+      for checkpoint in faults.follow_checkpoints(
+          estimator.model_dir, eval_spec.throttle_secs,
+          stop=lambda: signals.received is not None,
+          report=lambda line: tf1.logging.warning('%s', line)):
+        evaluated, done = _evaluate_followed(estimator, eval_spec, checkpoint,
+                                             train_spec.max_steps)
+        result = evaluated if evaluated is not None else result
+        if done:
+          break
     return result
   if cluster.distributed:
     estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
@@ -617,6 +845,22 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
     if global_step_of(estimator.latest_checkpoint()) == step:
       break  # the input ran out: no more training possible
   return result
+
+
+def _evaluate_followed(estimator, eval_spec, checkpoint, max_steps):
+  """(metrics or None, whether max_steps is reached) of one checkpoint an
+  evaluator follows."""
+  try:
+    result = estimator.evaluate(eval_spec.input_fn, eval_spec.steps,
+                                eval_spec.hooks, checkpoint, eval_spec.name)
+  except (ValueError, tf.errors.NotFoundError):  # before / while restoring
+    if checkpoint_exists(checkpoint):
+      raise
+    tf1.logging.warning(DELETED_CHECKPOINT, checkpoint)
+    return None, False
+  tf1.logging.info('Evaluated %s: %s', checkpoint, result)
+  return result, (max_steps is not None and
+                  result['global_step'] >= max_steps)
 
 
 # A follower of a training directory can lose the race with the trainer's

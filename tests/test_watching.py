@@ -31,6 +31,7 @@ from classification import progress
 from datasets import converters, dataset_factory, dataset_utils
 from deployment import model_deploy
 from runner import estimator as est
+from runner import faults
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -394,7 +395,8 @@ def test_a_checkpoint_deleted_before_its_evaluation_is_skipped(
   latest = tf.train.latest_checkpoint(train_dir)
   gone = os.path.join(train_dir, 'model.ckpt-%d' % (STEPS // 2))
   assert not os.path.exists(gone + '.index')
-  monkeypatch.setattr(tf.train, 'checkpoints_iterator',
+  # Found readable, deleted before its restore:
+  monkeypatch.setattr(faults, 'follow_checkpoints',
                       lambda *args, **kwargs: iter([gone, latest]))
   flags = eval_image_classifier.F
   flags(['eval_image_classifier.py'] + list(eval_args(
