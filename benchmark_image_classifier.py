@@ -229,7 +229,6 @@ def measure_bare(job):
   import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from classification import classifier  # pylint: disable=import-outside-toplevel
-  from deployment import session_options  # pylint: disable=import-outside-toplevel
   from nets import nets_factory  # pylint: disable=import-outside-toplevel
   tf1 = tf.compat.v1
   tf1.disable_eager_execution()  # this process is a TF 1 program
@@ -239,15 +238,10 @@ def measure_bare(job):
   x, y = _random_batch(job, size)
   with tf.Graph().as_default():
     images, labels = tf.constant(x), tf.constant(y)
-    # Trained as the harness trains (TF-Slim's default weight decay, the
-    # precision's network).
-    network_fn = nets_factory.get_network_fn(
+    # Trained as the harness trains (TF-Slim's default weight decay).
+    logits, _ = nets_factory.get_network_fn(
         model, NUM_CLASSES, weight_decay=classifier.ClassifierParams.weight_decay,
-        is_training=training)
-    if training:
-      network_fn = session_options.network_in_precision(network_fn,
-                                                        job['precision'])
-    logits, _ = network_fn(images)
+        is_training=training)(images)
     if training:
       tf1.losses.sparse_softmax_cross_entropy(labels, logits)
       loss = tf1.losses.get_total_loss()  # with the weight decay
@@ -363,7 +357,13 @@ def measure_flops(job):
         tf.zeros((1, size, size, 3)))
     builder = tf1.profiler.ProfileOptionBuilder
     options = builder(builder.float_operation()).with_empty_output().build()
-    return tf1.profiler.profile(graph, options=options).total_float_ops
+    nodes, flops = [tf1.profiler.profile(graph, options=options)], 0
+    while nodes:  # the ops' own counts, the variables' initializers left out
+      node = nodes.pop()
+      nodes.extend(node.children)
+      if '/Initializer/' not in node.name:
+        flops += node.float_ops
+    return flops
 
 
 def measure_peak(job):

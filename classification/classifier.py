@@ -134,11 +134,8 @@ def model_fn(features, labels, mode, params, config=None):
   global_step = tf1.train.get_or_create_global_step()
 
   if is_training:
-    train_network_fn = session_options.network_in_precision(network_fn,
-                                                            p.precision)
-
     def clone_fn(images, clone_labels):
-      logits, end_points = train_network_fn(images)
+      logits, end_points = network_fn(images)
       _add_losses(logits, end_points, clone_labels, p.num_classes,
                   p.label_smoothing)
       return end_points, _correct(logits, clone_labels)

@@ -3,22 +3,13 @@
     config = session_options.configure(tf1.ConfigProto(), precision='bfloat16',
                                        intra_op_threads=2, inter_op_threads=1)
 
-Precision leaves the variables alone: variables, optimizer slots, the loss
-and batch-norm statistics stay float32, checkpoints are the same as fp32
-training's, and a bf16-trained checkpoint evaluates in fp32 (and the other
-way round). Two mechanisms, combined for bfloat16 training:
-  * grappler's auto-mixed-precision pass (the session config) casts the
-    compute (convolutions, matmuls and the element-wise ops between them) of
-    a float32 graph to a 16-bit type when the session runs it: what
-    evaluation and export get, and what catches the float32 ops a network
-    builds beyond its layers;
-  * `network_in_precision` builds a training network in bfloat16 itself:
-    images cast once, every weight cast once per step from its float32
-    variable (a custom getter, names unchanged), batch norm fused on
-    bfloat16 activations with float32 scale, offset and statistics, logits
-    back to float32 for the loss (and the end points). The graph as built then holds no casts
-    around batch norm for the rewrite to insert, and oneDNN's fusions
-    (convolution + bias/batch norm + relu) see one type.
+Precision is a whole-graph rewrite, not a change of the nets: grappler's
+auto-mixed-precision pass casts the compute (convolutions, matmuls and the
+element-wise ops between them) to a 16-bit type when the session runs the
+graph, while the graph as built keeps float32 everywhere. So variables,
+optimizer slots, the loss and batch-norm statistics stay float32, checkpoints
+are the same as fp32 training's, and a bf16-trained checkpoint evaluates in
+fp32 (and the other way round).
   * bfloat16: `auto_mixed_precision_onednn_bfloat16` (CPUs with AVX512-BF16 /
     AMX; grappler skips it, with a warning, on CPUs without). bfloat16 has
     float32's exponent range, so gradients need no loss scaling.
@@ -102,50 +93,3 @@ def loss_scale_optimizer(optimizer, precision):
     return optimizer
   return tf1.mixed_precision.MixedPrecisionLossScaleOptimizer(
       optimizer, loss_scale='dynamic')
-
-
-def network_in_precision(network_fn, precision):
-  """`network_fn` (images -> (logits, end_points)) computing in bfloat16 with
-  float32 variables when `precision` is bfloat16; `network_fn` itself
-  otherwise (float32 builds the same graph as ever, float16 is the rewrite's).
-
-  The network is built under a custom getter: a layer asking for a bfloat16
-  weight gets the float32 variable of the same name, cast -- once for all
-  the calls of the returned function, so N clones share one cast per weight
-  and step. Batch norm asks for float32 parameters and statistics on
-  bfloat16 inputs and gets them as they are. A layer regularizes the weight
-  it was given, the cast: those losses are made float32, and a call that
-  only reuses variables (a clone after the first) adds none, as float32's
-  layers add none for a weight they did not create.
-  """
-  if precision != 'bfloat16':
-    return network_fn
-  casts = {}
-
-  def cast_getter(getter, name, *args, **kwargs):
-    dtype = kwargs.get('dtype')
-    if dtype is None or tf.as_dtype(dtype) != tf.bfloat16:
-      return getter(name, *args, **kwargs)
-    variable = getter(name, *args, **dict(kwargs, dtype=tf.float32))
-    key = variable.ref()
-    if key not in casts:
-      casts[key] = tf.cast(variable, tf.bfloat16)
-    return casts[key]
-
-  def network_in_bfloat16(images, **kwargs):
-    losses = tf1.get_collection_ref(tf1.GraphKeys.REGULARIZATION_LOSSES)
-    known_losses, known_variables = len(losses), len(tf1.global_variables())
-    with tf1.variable_scope(tf1.get_variable_scope(), custom_getter=cast_getter,
-                            auxiliary_name_scope=False):
-      logits, end_points = network_fn(tf.cast(images, tf.bfloat16), **kwargs)
-    added = losses[known_losses:]
-    del losses[known_losses:]
-    if len(tf1.global_variables()) > known_variables:
-      losses.extend(tf.cast(loss, tf.float32) for loss in added)
-    # What leaves the network is float32, as the float32 network's (casts
-    # nothing reads are pruned when the graph runs).
-    return tf.cast(logits, tf.float32), {
-        name: tf.cast(value, tf.float32) if value.dtype == tf.bfloat16
-        else value for name, value in end_points.items()}
-
-  return network_in_bfloat16
