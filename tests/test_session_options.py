@@ -168,75 +168,46 @@ def test_bfloat16_training_learns_as_float32_does_and_saves_float32(
           if dtype not in (tf.float32, tf.int64)} == {}
 
 
-def _training_graph(precision):
-  """What classifier.model_fn builds to train resnet_v1_50 in `precision`
-  on two CPU clones with plain SGD: (graph, EstimatorSpec)."""
-  graph = tf.Graph()
-  with graph.as_default():
-    images = tf.random.stateless_uniform((4, 64, 64, 3), (1, 2))
-    labels = tf.constant([0, 1, 2, 3], tf.int64)
+@pytest.mark.skipif(not _cpu_has_bfloat16(), reason='no bfloat16 CPU units')
+def test_bfloat16_step_keeps_activations_in_bfloat16_and_casts_each_weight_once():
+  """The graph a bfloat16 training step runs (after grappler's rewrite):
+  convolutions and batch norm in bfloat16 with float32 scale, offset and
+  statistics, each weight cast once and its gradient cast back once, the
+  optimizer in float32 -- no casts around batch norm."""
+  with tf.Graph().as_default():
+    images = tf.random.stateless_uniform((2, 64, 64, 3), (1, 2))
     params = classifier.ClassifierParams(
-        model_name='resnet_v1_50', num_classes=5, batch_size=2,
-        precision=precision, summarize_activations=False,
+        model_name='mobilenet_v1_025', num_classes=5, batch_size=2,
+        precision='bfloat16', summarize_activations=False,
         optimizer=optimization.OptimizerParams(
-            optimizer='sgd', learning_rate=0.1,
-            learning_rate_decay_type='fixed'),
-        deployment=classifier.model_deploy.DeploymentConfig(
-            num_clones=2, clone_on_cpu=True))
-    spec = classifier.model_fn(images, labels, est.ModeKeys.TRAIN,
-                               {'classifier': params})
-  return graph, spec
+            optimizer='momentum', learning_rate_decay_type='fixed'))
+    spec = classifier.model_fn(images, tf.constant([0, 1], tf.int64),
+                               est.ModeKeys.TRAIN, {'classifier': params})
+    trainable = tf1.trainable_variables()
+    weights = [v for v in trainable if '/BatchNorm/' not in v.op.name]
+    with tf1.Session(config=session_options.configure(
+        precision='bfloat16')) as session:
+      session.run(tf1.global_variables_initializer())
+      metadata = tf1.RunMetadata()
+      session.run(spec.train_op, options=tf1.RunOptions(
+          output_partition_graphs=True), run_metadata=metadata)
+  nodes = [node for graph in metadata.partition_graphs for node in graph.node]
 
-
-@pytest.fixture(scope='module')
-def training_graphs():
-  return {precision: _training_graph(precision)
-          for precision in ('float32', 'bfloat16')}
-
-
-def _ops(graph, op_type):
-  return [op for op in graph.get_operations() if op.type == op_type]
-
-
-def _variables(graph):
-  with graph.as_default():
-    return [(v.op.name, v.shape.as_list(), v.dtype.base_dtype)
-            for v in tf1.global_variables()]
-
-
-def test_bfloat16_network_keeps_float32_variables_and_computes_in_bfloat16(
-    training_graphs):
-  fp32, _ = training_graphs['float32']
-  bf16, bf16_spec = training_graphs['bfloat16']
-  # The checkpoint's names, shapes and float32 types, slots included.
-  assert _variables(bf16) == _variables(fp32)
-  assert bf16_spec.loss.dtype == tf.float32
-  convolutions = _ops(bf16, 'Conv2D')
-  assert len(convolutions) == 2 * 54  # 53 and the logits per clone
-  assert {op.get_attr('T') for op in convolutions} == {tf.bfloat16}
-  # Batch norm on bfloat16 activations, float32 scale/offset/statistics.
-  norms = _ops(bf16, 'FusedBatchNormV3')
-  assert len(norms) == len(_ops(fp32, 'FusedBatchNormV3')) == 2 * 53
-  assert {(op.get_attr('T'), op.get_attr('U')) for op in norms} == {
+  def dtype(node, attr='T'):
+    return tf.as_dtype(node.attr[attr].type)
+  casts = [(dtype(n, 'SrcT'), dtype(n, 'DstT')) for n in nodes
+           if n.op == 'Cast']
+  # The weights (28 convolutions, the logits' bias) and the images.
+  assert casts.count((tf.float32, tf.bfloat16)) == len(weights) + 1 == 30
+  assert casts.count((tf.bfloat16, tf.float32)) == len(weights)  # gradients
+  convolutions = [n for n in nodes if 'Conv2D' in n.op or 'Depthwise' in n.op]
+  # Forward, input and filter gradients (the images need no gradient).
+  assert len(convolutions) == 3 * 28 - 1
+  assert {dtype(n) for n in convolutions} == {tf.bfloat16}
+  norms = [n for n in nodes if 'FusedBatchNorm' in n.op]
+  assert len(norms) == 2 * 27  # forward and gradient of each
+  assert {(dtype(n), dtype(n, 'U')) for n in norms} == {
       (tf.bfloat16, tf.float32)}
-  # Each weight cast once for both clones: conv kernels, the logits' bias.
-  weight_casts = [op for op in _ops(bf16, 'Cast')
-                  if op.inputs[0].op.type == 'ReadVariableOp']
-  assert len(weight_casts) == 54 + 1
-  assert {op.inputs[0].op.inputs[0].op.name for op in weight_casts} == {
-      name for name, _, _ in _variables(bf16)
-      if name.endswith(('/weights', '/biases'))}
-  # Weight decay once (not per clone), float32, as float32's.
-  with fp32.as_default():
-    fp32_decay = tf1.losses.get_regularization_losses()
-  with bf16.as_default():
-    bf16_decay = tf1.losses.get_regularization_losses()
-  assert len(bf16_decay) == len(fp32_decay) == 54
-  assert {loss.dtype for loss in bf16_decay} == {tf.float32}
-
-
-def test_float32_and_float16_networks_are_built_as_ever():
-  network_fn = lambda images: (images, {})  # noqa: E731
-  for precision in ('float32', 'float16'):
-    assert session_options.network_in_precision(network_fn,
-                                                precision) is network_fn
+  updates = [n for n in nodes if n.op == 'ResourceApplyMomentum']
+  assert len(updates) == len(trainable)
+  assert {dtype(n) for n in updates} == {tf.float32}
