@@ -9,7 +9,8 @@ For each model, batch size and clone count, and for training and inference:
     saver), fed by tf.data: synthetic images (--data=synthetic, the default:
     one random batch repeated) or a converted dataset through the parallel
     reader and the network's preprocessing (--data=real --dataset_name
-    --dataset_dir); inference is its evaluation (metrics included);
+    --dataset_dir; --data=synthetic,real puts both rows side by side);
+    inference is its evaluation (metrics included);
   * bare: the TF-Slim network alone on a constant batch, one momentum-SGD
     step on its loss and weight decay (what the harness trains) or one
     forward pass per session.run, nothing else; the anchor;
@@ -22,6 +23,12 @@ For each model, batch size and clone count, and for training and inference:
 --precisions runs harness and bare graph through --precision's session
 rewrite (deployment/session_options.py) and Keras under the matching
 mixed-precision policy; the table adds the ratio to float32.
+Efficiency: each row's GFLOP/s is its images/sec times the network's forward
+FLOPs per image (TensorFlow's profiler on the inference graph; x3 for a
+training step), and its fraction of the matmul peak of its precision, which
+each round measures first (benchmarks/bf16_peak.py's --peak_size matmul in
+float32 and bfloat16). The table's first line names the CPU (model, cores,
+AMX, AVX512-BF16 from /proc/cpuinfo) and the peaks.
 --zoo_table instead measures every image network (or --models), one process
 each: graph build seconds, inference ms/image at batch 1, images/sec at
 --zoo_batch_size; printed and written as markdown.
