@@ -9,7 +9,8 @@ For each model, batch size and clone count, and for training and inference:
     saver), fed by tf.data: synthetic images (--data=synthetic, the default:
     one random batch repeated) or a converted dataset through the parallel
     reader and the network's preprocessing (--data=real --dataset_name
-    --dataset_dir); inference is its evaluation (metrics included);
+    --dataset_dir; --data=synthetic,real puts both rows side by side);
+    inference is its evaluation (metrics included);
   * bare: the TF-Slim network alone on a constant batch, one momentum-SGD
     step on its loss and weight decay (what the harness trains) or one
     forward pass per session.run, nothing else; the anchor;
@@ -22,6 +23,12 @@ For each model, batch size and clone count, and for training and inference:
 --precisions runs harness and bare graph through --precision's session
 rewrite (deployment/session_options.py) and Keras under the matching
 mixed-precision policy; the table adds the ratio to float32.
+Efficiency: each row's GFLOP/s is its images/sec times the network's forward
+FLOPs per image (TensorFlow's profiler on the inference graph; x3 for a
+training step), and its fraction of the matmul peak of its precision, which
+each round measures first (benchmarks/bf16_peak.py's --peak_size matmul in
+float32 and bfloat16). The table's first line names the CPU (model, cores,
+AMX, AVX512-BF16 from /proc/cpuinfo) and the peaks.
 --zoo_table instead measures every image network (or --models), one process
 each: graph build seconds, inference ms/image at batch 1, images/sec at
 --zoo_batch_size; printed and written as markdown.
@@ -68,6 +75,7 @@ KERAS_MODELS = {
     'nasnet_large': 'NASNetLarge',
 }
 KINDS = ('harness', 'bare', 'keras', 'reader')
+DATA = ('synthetic', 'real')
 MODES = ('train', 'inference')
 NUM_CLASSES = 1000
 
@@ -104,7 +112,8 @@ def _random_batch(job, size):
 def _trace_options():
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return tf.compat.v1.RunOptions(
-      trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+      trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+      output_partition_graphs=True)  # the graph as run, after the rewrites
 
 
 def _profile_name(job):
@@ -114,18 +123,32 @@ def _profile_name(job):
 
 def write_profile(job, run_metadata):
   """Writes one traced step: a Chrome trace (chrome://tracing, Perfetto) and
-  the op time by op type, which `profile_table` compares across kinds."""
+  the op time by op type, which `profile_table` compares across kinds. An op
+  that computes in bfloat16 in the graph as run (after grappler's rewrites)
+  is counted apart ('Conv2D bf16'), and so is a Cast by its direction
+  ('Cast float32->bfloat16'): where a mixed-precision step's time goes."""
+  from tensorflow.python.framework import dtypes as tf_dtypes  # pylint: disable=import-outside-toplevel
   from tensorflow.python.client import timeline  # pylint: disable=import-outside-toplevel
   base = os.path.join(job['profile_dir'], _profile_name(job))
   with open(base + '.trace.json', 'w') as f:
     f.write(timeline.Timeline(run_metadata.step_stats)
             .generate_chrome_trace_format())
+  suffix = {}
+  for graph in run_metadata.partition_graphs:
+    for node in graph.node:
+      if node.op == 'Cast':
+        suffix[node.name] = ' %s->%s' % (
+            tf_dtypes.as_dtype(node.attr['SrcT'].type).name,
+            tf_dtypes.as_dtype(node.attr['DstT'].type).name)
+      elif node.attr['T'].type == tf_dtypes.bfloat16.as_datatype_enum:
+        suffix[node.name] = ' bf16'
   by_type, starts, ends = {}, [], []
   for device in run_metadata.step_stats.dev_stats:
     for node in device.node_stats:
       # timeline_label reads 'name = OpType(inputs)'; _SOURCE has none.
       label = node.timeline_label.partition(' = ')[2]
       op_type = label.partition('(')[0] or node.node_name
+      op_type += suffix.get(node.node_name, '')
       count, micros = by_type.get(op_type, (0, 0))
       by_type[op_type] = (count + 1, micros + node.all_end_rel_micros)
       starts.append(node.all_start_micros)
@@ -327,9 +350,63 @@ def measure_keras(job):
   return _images_per_sec(run, job)
 
 
+def measure_flops(job):
+  """The network's forward floating-point operations per image, counted by
+  TensorFlow's profiler on the inference graph at batch 1 (a training step
+  is about 3x: forward, gradient of the input, gradient of the weights)."""
+  import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from nets import nets_factory  # pylint: disable=import-outside-toplevel
+  tf1 = tf.compat.v1
+  size = job['image_size']
+  with tf.Graph().as_default() as graph:
+    nets_factory.get_network_fn(job['model'], NUM_CLASSES)(
+        tf.zeros((1, size, size, 3)))
+    builder = tf1.profiler.ProfileOptionBuilder
+    options = builder(builder.float_operation()).with_empty_output().build()
+    nodes, flops = [tf1.profiler.profile(graph, options=options)], 0
+    while nodes:  # the ops' own counts, the variables' initializers left out
+      node = nodes.pop()
+      nodes.extend(node.children)
+      if '/Initializer/' not in node.name:
+        flops += node.float_ops
+    return flops
+
+
+def measure_peak(job):
+  """GFLOP/s of a square float32 and bfloat16 matmul of job['size']: the
+  machine's peak for each precision (benchmarks/bf16_peak.py's kernel)."""
+  sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import bf16_peak  # pylint: disable=import-outside-toplevel
+  tf.compat.v1.disable_eager_execution()
+  size = job['size']
+  return {dtype.name: bf16_peak.gflops([(size, size), (size, size)],
+                                       tf.matmul, 2 * size ** 3, dtype,
+                                       job['steps'])
+          for dtype in (tf.float32, tf.bfloat16)}
+
+
+def cpu_description(path='/proc/cpuinfo'):
+  """The CPU's model name, core count and its matrix units, from `path`."""
+  model, flags = 'unknown CPU', set()
+  try:
+    with open(path) as f:
+      for line in f:
+        name, _, value = line.partition(':')
+        if name.strip() == 'model name':
+          model = value.strip()
+        elif name.strip() == 'flags':
+          flags = set(value.split())
+  except OSError:
+    pass
+  return {'model': model, 'cores': os.cpu_count(),
+          'amx': 'amx_bf16' in flags, 'avx512_bf16': 'avx512_bf16' in flags}
+
+
 MEASURE = {'harness': measure_harness, 'bare': measure_bare,
            'keras': measure_keras, 'reader': measure_reader,
-           'zoo': measure_zoo}
+           'zoo': measure_zoo, 'flops': measure_flops, 'peak': measure_peak}
 
 
 def run_job(job):
@@ -369,8 +446,10 @@ def parse_args(argv=None):
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--steps', type=int, default=10, help='timed steps')
   parser.add_argument('--warmup', type=int, default=3)
-  parser.add_argument('--data', choices=('synthetic', 'real'),
-                      default='synthetic')
+  parser.add_argument('--data', default='synthetic',
+                      help='synthetic, real or both (synthetic,real): the '
+                      'harness on one random batch or on --dataset_dir\'s '
+                      'records through reader and preprocessing')
   parser.add_argument('--dataset_name', default='digits')
   parser.add_argument('--dataset_split_name', default='train')
   parser.add_argument('--dataset_dir', default=None)
@@ -379,6 +458,10 @@ def parse_args(argv=None):
   parser.add_argument('--threads', default='0:0',
                       help='intra_op:inter_op thread pairs, e.g. 0:0,1:1,2:1 '
                       '(0: TensorFlow\'s default)')
+  parser.add_argument('--peak_size', type=int, default=2048,
+                      help='the square matmul whose GFLOP/s in float32 and '
+                      'bfloat16, measured each round, is the peak the rows\' '
+                      'efficiency is a fraction of')
   parser.add_argument('--zoo_table', action='store_true',
                       help='build s, inference ms/image at batch 1 and '
                       'images/sec at --zoo_batch_size of every --models')
@@ -419,6 +502,7 @@ def parse_args(argv=None):
                           session_options.PRECISIONS)
   args.modes = items(args.modes, 'modes', MODES)
   args.kinds = items(args.kinds, 'kinds', KINDS)
+  args.data = items(args.data, 'data', DATA)
   try:
     for precision in args.precisions:
       session_options.check_precision(precision)
@@ -438,7 +522,7 @@ def parse_args(argv=None):
       if clones < 1 or batch < clones or batch % clones:
         parser.error('--batch_sizes=%d does not split over --num_clones=%d'
                      % (batch, clones))
-  if args.data == 'real' and not args.dataset_dir:
+  if 'real' in args.data and not args.dataset_dir:
     parser.error('--data=real needs --dataset_dir')
   if args.profile_dir:
     args.profile_dir = os.path.abspath(os.path.expanduser(args.profile_dir))
@@ -448,6 +532,8 @@ def parse_args(argv=None):
       parser.error('--profile_dir=%s: %s' % (args.profile_dir, e.strerror))
   if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
     parser.error('--rounds and --steps must be at least 1, --warmup 0')
+  if args.peak_size < 1:
+    parser.error('--peak_size must be at least 1')
   if args.num_readers < 1 or args.num_preprocessing_threads < 1:
     parser.error('--num_readers and --num_preprocessing_threads must be at '
                  'least 1')
@@ -501,17 +587,22 @@ def jobs_of(args, reader_dir=None):
         for precision in args.precisions:
          for intra, inter in args.threads:
           for mode in args.modes:
-            for kind in args.kinds:
+           for kind in args.kinds:
+            for data_kind in args.data:
               if kind == 'keras' and model not in KERAS_MODELS:
                 continue
               if kind != 'harness' and clones != args.num_clones[0]:
                 continue  # the anchors run on one device: once per config
               if kind == 'reader' and precision != args.precisions[0]:
                 continue  # the reader has no network to make 16-bit
-              data = dict(data=args.data, dataset_name=args.dataset_name,
+              if kind != 'harness' and data_kind != args.data[0]:
+                continue  # constant batches, or the reader's one dataset
+              if kind == 'reader' and 'real' in args.data:
+                data_kind = 'real'
+              data = dict(data=data_kind, dataset_name=args.dataset_name,
                           dataset_split_name=args.dataset_split_name,
                           dataset_dir=args.dataset_dir)
-              if kind == 'reader' and args.data == 'synthetic':
+              if kind == 'reader' and data_kind == 'synthetic':
                 data.update(dataset_name='image_folder',
                             dataset_split_name='train', dataset_dir=reader_dir)
               yield dict(
@@ -523,7 +614,10 @@ def jobs_of(args, reader_dir=None):
 
 
 def key(job):
+  """A row of the table: model, batch, mode, kind, data, clones, precision,
+  threads. The anchors' data is the run's first (they feed constants)."""
   return (job['model'], job['batch'], job['mode'], job['kind'],
+          job['data'] if job['kind'] in ('harness', 'reader') else 'synthetic',
           job['clones'] if job['kind'] == 'harness' else 1, job['precision'],
           '%d:%d' % (job['intra_op_threads'], job['inter_op_threads']))
 
@@ -566,41 +660,89 @@ def zoo_table(args, jobs):
   return table, '\n'.join(lines)
 
 
+def _peak_job(args):
+  return dict(kind='peak', size=args.peak_size, steps=max(args.steps, 3))
+
+
+def _flops_jobs(jobs):
+  """One forward-FLOPs count per network of `jobs` (at its image size)."""
+  models = {}
+  for job in jobs:
+    models.setdefault(job['model'], dict(kind='flops', model=job['model'],
+                                         image_size=job['image_size']))
+  return list(models.values())
+
+
 def speed_table(args, jobs):
-  """Rounds of interleaved measurements; median, spread and ratios."""
+  """Rounds of interleaved measurements (the matmul peak first in each);
+  median, spread, ratios and efficiency."""
+  flops = {job['model']: run_job(job) for job in _flops_jobs(jobs)}
   rates = {key(job): [] for job in jobs}
+  peaks = {'float32': [], 'bfloat16': []}
   for round_ in range(args.rounds):
+    peak = run_job(_peak_job(args))
+    for dtype, rate in peak.items():
+      peaks[dtype].append(rate)
+    print('round %d/%d  matmul %d peak: float32 %.1f GFLOP/s, bfloat16 %.1f '
+          'GFLOP/s' % (round_ + 1, args.rounds, args.peak_size,
+                       peak['float32'], peak['bfloat16']), flush=True)
     for job in jobs:
       rate = run_job(job)
       rates[key(job)].append(rate)
-      print('round %d/%d  %-14s b%-4d %-9s %-8s %-8s clones %d threads %s: '
-            '%8.1f images/sec' % (round_ + 1, args.rounds, job['model'],
-                                  job['batch'], job['mode'], job['kind'],
-                                  job['precision'], key(job)[4], key(job)[6],
-                                  rate), flush=True)
+      print('round %d/%d  %-14s b%-4d %-9s %-8s %-8s %-9s clones %d threads '
+            '%s: %8.1f images/sec' % (
+                round_ + 1, args.rounds, job['model'], job['batch'],
+                job['mode'], job['kind'], job['precision'], key(job)[4],
+                key(job)[5], key(job)[7], rate), flush=True)
+  peak = {dtype: statistics.median(values) for dtype, values in peaks.items()}
   table = []
   for k, values in rates.items():
-    model, batch, mode, kind, clones, precision, threads = k
+    model, batch, mode, kind, data, clones, precision, threads = k
     median = statistics.median(values)
-    bare = rates.get((model, batch, mode, 'bare', 1, precision if kind != 'reader'
-                      else args.precisions[0], threads))
-    fp32 = rates.get((model, batch, mode, kind, clones, 'float32', threads))
+    bare = rates.get((model, batch, mode, 'bare', 'synthetic', 1,
+                      precision if kind != 'reader' else args.precisions[0],
+                      threads))
+    fp32 = rates.get((model, batch, mode, kind, data, clones, 'float32',
+                      threads))
+    gflops = None
+    if kind != 'reader':
+      gflops = median * flops[model] * (3 if mode == 'train' else 1) / 1e9
     table.append(dict(
-        model=model, batch=batch, mode=mode, kind=kind, clones=clones,
-        precision=precision, threads=threads, median=median, min=min(values), max=max(values),
-        rounds=values,
+        model=model, batch=batch, mode=mode, kind=kind, data=data,
+        clones=clones, precision=precision, threads=threads, median=median,
+        min=min(values), max=max(values), rounds=values,
         ratio_to_bare=median / statistics.median(bare) if bare else None,
-        ratio_to_float32=median / statistics.median(fp32) if fp32 else None))
-  lines = ['| model | batch | mode | kind | precision | clones | threads | '
-           'images/sec | spread (min-max) | / bare | / float32 |',
-           '|---|---:|---|---|---|---:|---|---:|---:|---:|---:|']
-  lines += ['| %s | %d | %s | %s | %s | %d | %s | %.1f | %.1f-%.1f | %s | %s |'
-            % (r['model'], r['batch'], r['mode'], r['kind'], r['precision'],
-               r['clones'], r['threads'], r['median'], r['min'], r['max'],
-      '%.2f' % r['ratio_to_bare'] if r['ratio_to_bare'] else '-',
-      '%.2f' % r['ratio_to_float32'] if r['ratio_to_float32'] else '-')
+        ratio_to_float32=median / statistics.median(fp32) if fp32 else None,
+        forward_flops_per_image=flops[model], gflops_per_sec=gflops,
+        fraction_of_peak=(gflops / peak[precision]
+                          if gflops and precision in peak else None)))
+  cpu = cpu_description()
+  lines = [
+      'CPU: %s, %d cores; AMX: %s; AVX512-BF16: %s. Matmul peak (%dx%d, '
+      'median of %d rounds): float32 %.0f GFLOP/s, bfloat16 %.0f GFLOP/s '
+      '(%.2fx).' % (cpu['model'], cpu['cores'], 'yes' if cpu['amx'] else 'no',
+                    'yes' if cpu['avx512_bf16'] else 'no', args.peak_size,
+                    args.peak_size, args.rounds, peak['float32'],
+                    peak['bfloat16'], peak['bfloat16'] / peak['float32']),
+      'GFLOP/s: images/sec x the forward FLOPs per image (TF\'s profiler; x3 '
+      'for a training step); of peak: GFLOP/s over the matmul peak of the '
+      'row\'s precision.', '',
+      '| model | batch | mode | kind | data | precision | clones | threads | '
+      'images/sec | spread (min-max) | / bare | / float32 | GFLOP/s | '
+      'of peak |',
+      '|---|---:|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|']
+  lines += ['| %s | %d | %s | %s | %s | %s | %d | %s | %.1f | %.1f-%.1f | %s '
+            '| %s | %s | %s |' % (
+                r['model'], r['batch'], r['mode'], r['kind'], r['data'],
+                r['precision'], r['clones'], r['threads'], r['median'],
+                r['min'], r['max'], _rate(r['ratio_to_bare'], '%.2f'),
+                _rate(r['ratio_to_float32'], '%.2f'),
+                _rate(r['gflops_per_sec'], '%.0f'),
+                _rate(r['fraction_of_peak'] and 100 * r['fraction_of_peak'],
+                      '%.0f%%'))
             for r in table]
-  return table, '\n'.join(lines)
+  return table, '\n'.join(lines), dict(cpu=cpu, peak_gflops_per_sec=peak,
+                                       peak_rounds=peaks)
 
 
 def profile_table(args, jobs, top=12):
@@ -651,10 +793,15 @@ def main(argv=None):
   start = time.time()
   with tempfile.TemporaryDirectory() as work:
     reader_dir = None
-    if 'reader' in args.kinds and args.data == 'synthetic' and not args.zoo_table:
+    if ('reader' in args.kinds and 'real' not in args.data
+        and not args.zoo_table):
       reader_dir = synthetic_jpegs(work)
     jobs = list(jobs_of(args, reader_dir))
-    table, markdown = (zoo_table if args.zoo_table else speed_table)(args, jobs)
+    machine = {}
+    if args.zoo_table:
+      table, markdown = zoo_table(args, jobs)
+    else:
+      table, markdown, machine = speed_table(args, jobs)
   if args.profile_dir and not args.zoo_table:
     markdown += '\n\n' + profile_table(args, jobs)
   print()
@@ -667,6 +814,8 @@ def main(argv=None):
     with open(args.output_json, 'w') as f:
       json.dump({'date': time.strftime('%Y-%m-%d %H:%M'),
                  'machine': '%d cores' % os.cpu_count(),
+                 'cpu': machine.get('cpu', cpu_description()),
+                 'peak_gflops_per_sec': machine.get('peak_gflops_per_sec'),
                  'seconds': time.time() - start,
                  'settings': {k: v for k, v in vars(args).items()
                               if not k.startswith('_')},

@@ -36,10 +36,13 @@ def test_rounds_are_interleaved_and_the_json_has_every_measurement(tmp_path):
   out = str(tmp_path / 'bench.json')
   result = run('--models=lenet', '--batch_sizes=4', '--num_clones=1,2',
                '--kinds=harness,bare', '--rounds=2', '--steps=2',
-               '--warmup=1', '--output_json=' + out)
+               '--warmup=1', '--peak_size=64', '--output_json=' + out)
   assert result.returncode == 0, result.stderr[-3000:]
-  order = [line.split()[2:6] for line in result.stdout.splitlines()
-           if line.startswith('round ')]
+  rounds = [line.split()[2:6] for line in result.stdout.splitlines()
+            if line.startswith('round ')]
+  # Each round measures the matmul peak first, then every kind.
+  assert [r[:2] for r in rounds[::7]] == [['matmul', '64'], ['matmul', '64']]
+  order = [r for r in rounds if r[0] != 'matmul']
   one_round = [['lenet', 'b4', 'train', 'harness'],
                ['lenet', 'b4', 'train', 'bare'],
                ['lenet', 'b4', 'inference', 'harness'],
@@ -55,6 +58,12 @@ def test_rounds_are_interleaved_and_the_json_has_every_measurement(tmp_path):
   for row in rows.values():
     assert len(row['rounds']) == 2 and all(v > 0 for v in row['rounds'])
     assert row['min'] <= row['median'] <= row['max']
+    assert row['gflops_per_sec'] == pytest.approx(
+        row['median'] * row['forward_flops_per_image'] * (
+            3 if row['mode'] == 'train' else 1) / 1e9)
+    assert row['fraction_of_peak'] == pytest.approx(
+        row['gflops_per_sec'] / report['peak_gflops_per_sec']['float32'])
+  assert report['cpu'] == bench.cpu_description()
   for mode in ('train', 'inference'):
     assert rows[(mode, 'bare', 1)]['ratio_to_bare'] == 1.0
     assert rows[(mode, 'harness', 1)]['ratio_to_bare'] == pytest.approx(
@@ -155,3 +164,76 @@ def test_profile_traces_one_step_of_each_kind_and_compares_op_types(tmp_path):
   total = table[-1].split('|')
   assert total[1].strip().startswith('all (') and int(total[2]) == sum(
       count for count, _ in ops['harness']['ops'].values())
+
+
+def test_forward_flops_are_the_networks_multiply_adds_times_two():
+  # LeNet at 28x28x3: conv 5x5 3->32 at 28x28, conv 5x5 32->64 at 14x14,
+  # 7*7*64 -> 1024 -> 1000; the profiler adds the bias adds and the like.
+  products = 2 * (28 * 28 * 25 * 3 * 32 + 14 * 14 * 25 * 32 * 64
+                  + 7 * 7 * 64 * 1024 + 1024 * 1000)
+  flops = bench.measure_flops(_job(kind='flops'))
+  assert products <= flops <= 1.02 * products
+
+
+def test_peak_is_measured_in_float32_and_bfloat16():
+  peak = bench.measure_peak(dict(kind='peak', size=64, steps=2))
+  assert sorted(peak) == ['bfloat16', 'float32']
+  assert all(rate > 0 for rate in peak.values())
+
+
+def test_cpu_description_names_the_model_and_its_matrix_units(tmp_path):
+  cpuinfo = tmp_path / 'cpuinfo'
+  cpuinfo.write_text(
+      'processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n'
+      'flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n\n'
+      'processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n'
+      'flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n')
+  cpu = bench.cpu_description(str(cpuinfo))
+  assert (cpu['model'], cpu['amx'], cpu['avx512_bf16']) == (
+      'Intel(R) Xeon(R) Platinum 8480+', True, True)
+  cpuinfo.write_text('model name\t: AMD EPYC\nflags\t\t: fpu avx512_bf16\n')
+  cpu = bench.cpu_description(str(cpuinfo))
+  assert (cpu['model'], cpu['amx'], cpu['avx512_bf16']) == (
+      'AMD EPYC', False, True)
+
+
+def test_table_gives_each_row_its_gflops_and_fraction_of_its_precisions_peak(
+    monkeypatch):
+  """Real-data harness rows beside synthetic ones; the anchors once."""
+  args = bench.parse_args([
+      '--models=lenet', '--batch_sizes=4', '--modes=train',
+      '--kinds=harness,bare', '--precisions=float32,bfloat16',
+      '--data=synthetic,real', '--dataset_dir=/nowhere', '--rounds=1'])
+  jobs = list(bench.jobs_of(args))
+  assert [(j['kind'], j['data'], j['precision']) for j in jobs] == [
+      (kind, data, precision) for precision in ('float32', 'bfloat16')
+      for kind, data in (('harness', 'synthetic'), ('harness', 'real'),
+                         ('bare', 'synthetic'))]
+  results = {'flops': 10 ** 9, 'peak': {'float32': 100.0, 'bfloat16': 200.0}}
+  rates = iter([10.0, 5.0, 20.0, 30.0, 15.0, 40.0])
+  monkeypatch.setattr(bench, 'run_job', lambda job: results.get(
+      job['kind']) or next(rates))
+  table, markdown, machine = bench.speed_table(args, jobs)
+  assert machine['peak_gflops_per_sec'] == {'float32': 100.0,
+                                            'bfloat16': 200.0}
+  lines = markdown.splitlines()
+  cpu = bench.cpu_description()
+  assert lines[0].startswith('CPU: %s, %d cores; AMX: %s; AVX512-BF16: %s.' % (
+      cpu['model'], cpu['cores'], 'yes' if cpu['amx'] else 'no',
+      'yes' if cpu['avx512_bf16'] else 'no'))
+  assert 'float32 100 GFLOP/s, bfloat16 200 GFLOP/s (2.00x)' in lines[0]
+  rows = [line for line in lines if line.startswith('| lenet')]
+  # 10 images/sec x 1 GFLOP x 3 (a training step) = 30 GFLOP/s: 30% of 100.
+  assert rows == [
+      '| lenet | 4 | train | harness | synthetic | float32 | 1 | 0:0 | 10.0 '
+      '| 10.0-10.0 | 0.50 | 1.00 | 30 | 30% |',
+      '| lenet | 4 | train | harness | real | float32 | 1 | 0:0 | 5.0 '
+      '| 5.0-5.0 | 0.25 | 1.00 | 15 | 15% |',
+      '| lenet | 4 | train | bare | synthetic | float32 | 1 | 0:0 | 20.0 '
+      '| 20.0-20.0 | 1.00 | 1.00 | 60 | 60% |',
+      '| lenet | 4 | train | harness | synthetic | bfloat16 | 1 | 0:0 | 30.0 '
+      '| 30.0-30.0 | 0.75 | 3.00 | 90 | 45% |',
+      '| lenet | 4 | train | harness | real | bfloat16 | 1 | 0:0 | 15.0 '
+      '| 15.0-15.0 | 0.38 | 3.00 | 45 | 22% |',
+      '| lenet | 4 | train | bare | synthetic | bfloat16 | 1 | 0:0 | 40.0 '
+      '| 40.0-40.0 | 1.00 | 2.00 | 120 | 60% |']
