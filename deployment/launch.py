@@ -4,6 +4,11 @@
         --evaluator="eval_image_classifier.py --dataset_name=digits ..." \\
         -- train_image_classifier.py --dataset_name=digits ...
 
+    python -m deployment.launch --workers=2 \\
+        -- train_image_classifier.py ... --variable_update=collective_all_reduce
+
+(no parameter servers: the workers all-reduce their gradients).
+
 Each task gets free ports on 127.0.0.1 and its TF_CONFIG (worker 0 is the
 chief, TF-Slim's convention), runs the command after `--` (the evaluator its
 own command) with this Python, and its output lines are prefixed with its
@@ -156,7 +161,9 @@ def main(argv=None):
   parser = argparse.ArgumentParser(
       prog='python -m deployment.launch',
       description='Runs ps, workers and an evaluator on this machine.')
-  parser.add_argument('--ps', type=int, default=1, help='parameter servers')
+  parser.add_argument('--ps', type=int, default=None,
+                      help='parameter servers (default: 1, or 0 when the '
+                      'command has --variable_update=collective_all_reduce)')
   parser.add_argument('--workers', type=int, default=2,
                       help='workers (worker 0 is the chief)')
   parser.add_argument('--evaluator', default=None,
@@ -166,13 +173,23 @@ def main(argv=None):
                       help='time the others get to finish after the chief')
   flags = parser.parse_args(argv[:split])
   command = argv[split + 1:]
+  collective = any(a in ('--variable_update=collective_all_reduce',)
+                   for a in command) or any(
+                       a == '--variable_update' and b == 'collective_all_reduce'
+                       for a, b in zip(command, command[1:]))
+  if flags.ps is None:
+    flags.ps = 0 if collective else 1
+  if collective and flags.ps:
+    parser.error('--variable_update=collective_all_reduce runs without '
+                 'parameter servers, got --ps=%d' % flags.ps)
   if flags.workers < 1:
     parser.error('--workers must be at least 1, got %d' % flags.workers)
   if flags.ps < 0:
     parser.error('--ps must be at least 0, got %d' % flags.ps)
-  if flags.workers > 1 and flags.ps < 1:
-    parser.error('--workers=%d needs --ps >= 1: the variables live on the '
-                 'parameter servers' % flags.workers)
+  if flags.workers > 1 and flags.ps < 1 and not collective:
+    parser.error('--workers=%d needs --ps >= 1 (the variables live on the '
+                 'parameter servers), or --variable_update='
+                 'collective_all_reduce in the command' % flags.workers)
   if not command:
     parser.error('the training command after -- is empty')
   evaluator = shlex.split(flags.evaluator) if flags.evaluator else None

@@ -226,6 +226,56 @@ class _WorkerSessionCreator(tf1.train.SessionCreator):
                                     max_wait_secs=7200)
 
 
+class _CollectiveSessionCreator(tf1.train.SessionCreator):
+  """A session of a collective_all_reduce worker: with `checkpoint_dir` (the
+  chief) it restores the latest checkpoint or runs the initialisers; then
+  every worker runs `broadcast` (the chief's values to all; it waits for
+  every worker to be there), then the local initialisers (the clones'
+  copies read the broadcast values), and checks the model is ready."""
+
+  def __init__(self, scaffold, master, config, broadcast, checkpoint_dir):
+    self._scaffold, self._master, self._config = scaffold, master, config
+    self._broadcast, self._checkpoint_dir = broadcast, checkpoint_dir
+
+  def create_session(self):
+    scaffold = self._scaffold
+    scaffold.finalize()
+    session = tf1.Session(self._master, config=self._config)
+    if self._checkpoint_dir is not None:
+      checkpoint = tf.train.latest_checkpoint(self._checkpoint_dir)
+      if checkpoint:
+        scaffold.saver.restore(session, checkpoint)
+      else:
+        session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
+        if scaffold.init_fn:
+          scaffold.init_fn(scaffold, session)
+    session.run(self._broadcast)
+    session.run(scaffold.local_init_op,
+                feed_dict=scaffold.local_init_feed_dict)
+    missing = session.run(scaffold.ready_op)
+    if missing.size:
+      raise RuntimeError('after the broadcast from the chief, variable(s) '
+                         'are not initialised: %s' % ', '.join(
+                             m.decode() for m in missing[:5]))
+    return session
+
+
+def collective_timeout_message(deployment, error, step):
+  """One line for a collective that waited past its timeout."""
+  return ('a collective all-reduce waited more than %gs for the other '
+          'workers (near step %d): a worker stopped or is not responding; '
+          'this task stops (--collective_timeout_secs) [%s]' % (
+              deployment.collective_timeout_secs, step,
+              (error.message or '').splitlines()[0][:160]))
+
+
+def _step_of(model_dir):
+  try:
+    return global_step_of(tf.train.latest_checkpoint(model_dir))
+  except (tf.errors.OpError, ValueError):
+    return 0
+
+
 class _SummarySaverHook(tf1.train.SessionRunHook):
   """Saves the scaffold's summaries every `save_steps` steps or `save_secs`
   seconds, as TensorFlow's SummarySaverHook, and also at the run's last step
@@ -297,6 +347,7 @@ class Estimator(object):
     self._model_dir = model_dir
     self._config = config.replace(model_dir=model_dir)
     self._params = dict(params or {})
+    self.steps_run = 0  # train's last call: the steps this task ran
 
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: self._config)
@@ -324,7 +375,12 @@ class Estimator(object):
     """In a cluster, training places variables on the parameter servers
     and everything else on this task (model_deploy's one placement rule);
     evaluation, prediction and export run locally from checkpoints."""
-    args = self._config.cluster.deployment_args()
+    cluster = self._config.cluster
+    args = cluster.deployment_args()
+    if cluster.collective and cluster.is_training_task:
+      # Every worker keeps its variables: on its own task.
+      return model_deploy.DeploymentConfig(
+          variable_update='collective_all_reduce', **args).device_function()
     if not args or not args['num_ps_tasks']:
       return None
     return model_deploy.DeploymentConfig(**args).device_function()
@@ -403,7 +459,12 @@ class Estimator(object):
       else:
         save_secs, save_steps = (cfg.save_checkpoints_secs,
                                  cfg.save_checkpoints_steps)
-      if cfg.is_chief:
+      collective = model_deploy.collective_deployment()
+      if collective:
+        session = self._collective_session(collective, scaffold,
+                                           all_hooks, chief_hooks,
+                                           save_secs, save_steps)
+      elif cfg.is_chief:
         session = tf1.train.MonitoredTrainingSession(
             master=self._session_target(), is_chief=True,
             checkpoint_dir=self._model_dir, scaffold=scaffold,
@@ -416,10 +477,42 @@ class Estimator(object):
         session = tf1.train.MonitoredSession(
             _WorkerSessionCreator(scaffold, self._session_target(),
                                   cfg.session_config), hooks=all_hooks)
-      with session as sess:
-        while not sess.should_stop():
-          sess.run(spec.train_op)
+      self.steps_run = 0  # this task's own runs of the train op
+      try:
+        with session as sess:
+          while not sess.should_stop():
+            sess.run(spec.train_op)
+            self.steps_run += 1
+      except tf.errors.DeadlineExceededError as e:
+        if not collective:
+          raise
+        raise RuntimeError(collective_timeout_message(
+            collective, e, _step_of(self._model_dir))) from None
     return self
+
+  def _collective_session(self, deployment, scaffold, hooks, chief_hooks,
+                          save_secs, save_steps):
+    """A worker's session in a collective_all_reduce cluster: the chief
+    restores or initialises, every worker receives the chief's values, and
+    only the chief saves checkpoints and summaries."""
+    if deployment.is_chief != self._config.is_chief:
+      raise ValueError('the deployment says this task is%s the chief, the '
+                       'cluster says it is%s' % (
+                           '' if deployment.is_chief else ' not',
+                           '' if self._config.is_chief else ' not'))
+    broadcast = model_deploy.broadcast_from_chief(deployment,
+                                                  tf1.global_variables())
+    hooks = list(hooks)
+    if deployment.is_chief:
+      hooks += list(chief_hooks)
+      if save_secs or save_steps:
+        hooks.append(tf1.train.CheckpointSaverHook(
+            self._model_dir, save_secs=save_secs, save_steps=save_steps,
+            scaffold=scaffold))
+    creator = _CollectiveSessionCreator(
+        scaffold, self._session_target(), self._config.session_config,
+        broadcast, self._model_dir if deployment.is_chief else None)
+    return tf1.train.MonitoredSession(creator, hooks=hooks)
 
   def _session_target(self):
     """Training's session target: in a cluster, this task's own server
