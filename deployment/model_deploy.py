@@ -691,35 +691,25 @@ def optimize_clones(clones, optimizer, regularization_losses=None,
 
 
 _collective_keys = itertools.count(1)  # process-wide: no two groups collide
-# Keys of collectives across workers: every worker builds the same graph, so
-# a count per graph gives every worker the same keys for the same tensors
-# (a process-wide count would differ between a fresh and a long-lived
-# process). Offset so they never meet the process-wide ones.
-_CLUSTER_KEY_BASE = 1 << 24
+# Keys of collectives across workers. Every worker builds the same graphs in
+# the same order, so one count per process gives every worker the same keys
+# for the same tensors; it is never reset because a server caches a key's
+# shape for its lifetime (a second graph reusing keys fails with "Shape
+# mismatch in the collective instance"). Offset from the in-machine keys.
+_cluster_key_count = itertools.count(1 << 24)
+# Per graph: its collective_all_reduce deployment (kept out of the graph's
+# collections, which a MetaGraph export serialises).
+_graph_deployment = weakref.WeakKeyDictionary()
 
 
-# Per graph: its key count and its collective_all_reduce deployment (kept
-# out of the graph's collections, which a MetaGraph export serialises).
-_graph_state = weakref.WeakKeyDictionary()
-
-
-def _state_of(graph=None):
-  graph = graph or tf1.get_default_graph()
-  if graph not in _graph_state:
-    _graph_state[graph] = {'keys': itertools.count(_CLUSTER_KEY_BASE),
-                           'deployment': None}
-  return _graph_state[graph]
-
-
-def _cluster_keys(graph=None):
-  return _state_of(graph)['keys']
+def _cluster_keys():
+  return _cluster_key_count
 
 
 def collective_deployment(graph=None):
   """The collective_all_reduce DeploymentConfig whose all-reduce `graph`
   holds (None: none): the runner then broadcasts the chief's variables."""
-  state = _graph_state.get(graph or tf1.get_default_graph())
-  return state and state['deployment']
+  return _graph_deployment.get(graph or tf1.get_default_graph())
 
 
 def all_reduce_gradients(clones, clone_grads, config=None):
@@ -748,7 +738,7 @@ def all_reduce_gradients(clones, clone_grads, config=None):
     keys = _cluster_keys()
     if config.num_replicas > 1:
       scale = 1.0 / config.num_replicas
-    _state_of()['deployment'] = config
+    _graph_deployment[tf1.get_default_graph()] = config
   group_key = next(keys)
   reduced = [[None] * len(grads) for grads in clone_grads]
   previous = [[] for _ in clones]
