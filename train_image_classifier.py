@@ -162,13 +162,12 @@ def last_line(estimator, task):
   """What this task did: the chief trained and saved; another worker
   trained with it and saved nothing."""
   checkpoint = estimator.latest_checkpoint()
-  step = est.global_step_of(checkpoint)
   if estimator.config.is_chief:
-    return 'Trained to step %d; checkpoint %s' % (step, checkpoint)
-  return ('%s:%d ran %d training steps; the job is at step %d (the chief '
-          'saves its checkpoints: %s)' % (task.task_type, task.task_id,
-                                          estimator.steps_run, step,
-                                          checkpoint))
+    return 'Trained to step %d; checkpoint %s' % (
+        est.global_step_of(checkpoint), checkpoint)
+  return ('%s:%d ran %d training steps; the chief saves the checkpoints '
+          '(latest when this task stopped: %s)' % (
+              task.task_type, task.task_id, estimator.steps_run, checkpoint))
 
 
 if __name__ == '__main__':

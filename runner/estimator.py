@@ -236,8 +236,16 @@ class _CollectiveSessionCreator(tf1.train.SessionCreator):
   def __init__(self, scaffold, master, config, broadcast, checkpoint_dir):
     self._scaffold, self._master, self._config = scaffold, master, config
     self._broadcast, self._checkpoint_dir = broadcast, checkpoint_dir
+    self._created = False
 
   def create_session(self):
+    if self._created:
+      # MonitoredSession recovers from UnavailableError/AbortedError by
+      # making a new session; after a peer failed, TensorFlow aborts this
+      # process's collective executor for good ("Restart your program to
+      # reset"), so the new session would fail its first step forever.
+      raise RuntimeError(LOST_WORKER)
+    self._created = True
     scaffold = self._scaffold
     scaffold.finalize()
     session = tf1.Session(self._master, config=self._config)
@@ -260,13 +268,18 @@ class _CollectiveSessionCreator(tf1.train.SessionCreator):
     return session
 
 
+LOST_WORKER = ('a worker of the collective all-reduce stopped or lost its '
+               'connection; this task stops too: restart every task to resume '
+               'from the last checkpoint')
+
+
 def collective_timeout_message(deployment, error, step):
   """One line for a collective that waited past its timeout."""
+  del error  # TensorFlow's text names only the op
   return ('a collective all-reduce waited more than %gs for the other '
-          'workers (near step %d): a worker stopped or is not responding; '
-          'this task stops (--collective_timeout_secs) [%s]' % (
-              deployment.collective_timeout_secs, step,
-              (error.message or '').splitlines()[0][:160]))
+          'workers (last checkpoint: step %d): a worker stopped, hangs or '
+          'has not started; this task stops (--collective_timeout_secs)' % (
+              deployment.collective_timeout_secs, step))
 
 
 def _step_of(model_dir):

@@ -143,3 +143,79 @@ def test_batch_norm_statistics_are_the_chiefs_first_clones_and_replicate_model_f
       _assert_same(_saved(directory), reference)))
   _assert_same(runs['adam']['worker:1'], runs['adam']['worker:0'],
                tolerance=0)
+
+
+# -- faults, through the script ----------------------------------------------
+@pytest.fixture(scope='module')
+def digits(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('digits')
+  import subprocess
+  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
+                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
+                 check=True, capture_output=True, timeout=300, cwd=ROOT)
+  return directory
+
+
+def _wait_for(predicate, seconds, what):
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    if predicate():
+      return
+    time.sleep(0.5)
+  raise AssertionError('timed out after %ds waiting for %s' % (seconds, what))
+
+
+STEP = re.compile(r'step (\d+)/\d+ \(\d+%\): loss')
+
+
+@pytest.mark.slow
+def test_a_late_worker_joins_a_killed_one_stops_the_job_and_a_restart_resumes(
+    digits, tmp_path):
+  train_dir = tmp_path / 'run'
+  jobs = _jobs(chief=False)  # TF-Slim's layout, as the launcher writes it
+  argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=lenet', '--train_dir=%s' % train_dir,
+          '--optimizer=sgd', '--learning_rate=0.05',
+          '--learning_rate_decay_type=fixed', '--batch_size=32',
+          '--max_number_of_steps=300', '--log_every_n_steps=10',
+          '--save_interval_secs=2', '--variable_update=collective_all_reduce',
+          '--collective_timeout_secs=30']
+  start = lambda i: launch.Task('worker:%d' % i, argv,
+                                launch.tf_config(jobs, 'worker', i),
+                                out=open(os.devnull, 'w'), cwd=ROOT)
+  steps = lambda task: [int(s) for s in STEP.findall(task.output())]
+  chief = start(0)
+  tasks = [chief]
+  try:
+    time.sleep(10)  # the chief waits for the late worker at its broadcast
+    assert chief.poll() is None and not steps(chief), chief.output()[-2000:]
+    worker = start(1)
+    tasks.append(worker)
+    _wait_for(lambda: steps(worker) and tf.train.latest_checkpoint(
+        str(train_dir)) and steps(chief)[-1] >= 30, 240, 'training')
+    worker.kill()
+    killed = time.time()
+    assert chief.wait(60) == 1, chief.output()[-3000:]
+    print('the chief stopped %.1fs after the worker was killed' % (
+        time.time() - killed))
+    last = [l for l in chief.output().splitlines() if l.strip()][-1]
+    assert last == ('train_image_classifier: error: a worker of the '
+                    'collective all-reduce stopped or lost its connection; '
+                    'this task stops too: restart every task to resume from '
+                    'the last checkpoint'), chief.output()[-3000:]
+    saved = tf.train.load_variable(str(train_dir), 'global_step')
+    assert 0 < saved < 300
+    chief, worker = start(0), start(1)
+    tasks += [chief, worker]
+    assert chief.wait(300) == 0, chief.output()[-3000:]
+    assert worker.wait(60) == 0, worker.output()[-3000:]
+  finally:
+    for task in tasks:
+      task.stop()
+  assert 'Resuming from %s (step %d)' % (
+      train_dir / ('model.ckpt-%d' % saved), saved) in chief.output()
+  assert steps(chief)[0] > saved  # no step done twice
+  assert tf.train.load_variable(str(train_dir), 'global_step') == 300
+  last = [l for l in worker.output().splitlines() if l.strip()][-1]
+  assert re.match(r'worker:1 ran \d+ training steps; the chief saves the '
+                  r'checkpoints \(latest when this task stopped: ', last), last
