@@ -222,3 +222,37 @@ def test_a_late_worker_joins_a_killed_one_stops_the_job_and_a_restart_resumes(
   last = [l for l in worker.output().splitlines() if l.strip()][-1]
   assert re.match(r'worker:1 ran \d+ training steps; the chief saves the '
                   r'checkpoints \(latest when this task stopped: ', last), last
+
+
+@pytest.mark.slow
+def test_a_hung_worker_stops_the_others_after_the_collective_timeout(
+    digits, tmp_path):
+  import signal
+  jobs = _jobs(chief=True)
+  argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=lenet', '--train_dir=%s' % (tmp_path / 'run'),
+          '--batch_size=32', '--max_number_of_steps=100000',
+          '--log_every_n_steps=10', '--variable_update=collective_all_reduce',
+          '--collective_timeout_secs=10']
+  chief, worker = [launch.Task('%s:0' % kind, argv,
+                               launch.tf_config(jobs, kind, 0),
+                               out=open(os.devnull, 'w'), cwd=ROOT)
+                   for kind in ('chief', 'worker')]
+  try:
+    _wait_for(lambda: STEP.findall(chief.output()), 240, 'training')
+    worker.process.send_signal(signal.SIGSTOP)
+    stopped = time.time()
+    assert chief.wait(120) == 1, chief.output()[-3000:]
+    waited = time.time() - stopped
+    print('the chief stopped %.1fs after the worker hung' % waited)
+    assert waited >= 10
+  finally:
+    worker.process.send_signal(signal.SIGCONT)
+    for task in (chief, worker):
+      task.stop()
+  last = [l for l in chief.output().splitlines() if l.strip()][-1]
+  assert re.match(
+      r'train_image_classifier: error: a collective all-reduce waited more '
+      r'than 10s for the other workers \(last checkpoint: step \d+\): a '
+      r'worker stopped, hangs or has not started; this task stops '
+      r'\(--collective_timeout_secs\)$', last), last
