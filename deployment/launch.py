@@ -126,8 +126,9 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
   chief = workers[0]
 
   def stop_all(*_):
-    for task in tasks:
-      task.stop()
+    # Only raise: the handler runs inside the main thread's Popen.wait,
+    # whose lock a wait from here would wait on forever; the finally
+    # below stops every task.
     raise SystemExit(130)
 
   previous = signal.signal(signal.SIGTERM, stop_all)
