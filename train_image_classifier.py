@@ -59,9 +59,16 @@ flags.DEFINE_integer('save_interval_steps', None,
 flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
 flags.DEFINE_enum('variable_update', 'parameter_server',
                   list(model_deploy.VARIABLE_UPDATES),
-                  'With --num_clones > 1: parameter_server (one copy of the '
-                  'variables, gradients summed there) or replicated (a copy '
-                  'per clone, gradients all-reduced; see README).')
+                  'parameter_server (one copy of the variables, gradients '
+                  'summed there), replicated (with --num_clones > 1: a copy '
+                  'per clone, gradients all-reduced) or collective_all_reduce '
+                  '(a cluster without ps tasks: every worker keeps the '
+                  'variables, gradients of all workers all-reduced; see '
+                  'README).')
+flags.DEFINE_float('collective_timeout_secs',
+                   model_deploy.COLLECTIVE_TIMEOUT_SECS,
+                   'collective_all_reduce: seconds a step (or the start) '
+                   'waits for the other workers before this task stops.')
 # Fine-tuning (and --ignore_missing_vars, from ClassifierParams).
 flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint (file or directory) to fine-tune from.')
@@ -96,7 +103,8 @@ def build_estimator(dataset, task):
   check_train_dir(F.train_dir)
   deployment = model_deploy.DeploymentConfig(
       num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu,
-      variable_update=F.variable_update).for_task(task)
+      variable_update=F.variable_update,
+      collective_timeout_secs=F.collective_timeout_secs).for_task(task)
   deployment.check_devices_available()
   params = classifier.ClassifierParams(
       model_name=F.model_name,
@@ -162,14 +170,24 @@ def main(_):
     print('train_image_classifier: error: %s; try a lower --learning_rate '
           '(it was %g)' % (e, F.learning_rate), file=sys.stderr)
     return 1
-  except (ValueError, faults.DiskFull, tf.errors.OpError) as e:
+  except (ValueError, RuntimeError, faults.DiskFull, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1
-  print('Trained to step %d; checkpoint %s' % (
-      est.global_step_of(estimator.latest_checkpoint()),
-      estimator.latest_checkpoint()))
+  print(last_line(estimator, task))
   return 0
+
+
+def last_line(estimator, task):
+  """What this task did: the chief trained and saved; another worker
+  trained with it and saved nothing."""
+  checkpoint = estimator.latest_checkpoint()
+  if estimator.config.is_chief:
+    return 'Trained to step %d; checkpoint %s' % (
+        est.global_step_of(checkpoint), checkpoint)
+  return ('%s:%d ran %d training steps; the chief saves the checkpoints '
+          '(latest when this task stopped: %s)' % (
+              task.task_type, task.task_id, estimator.steps_run, checkpoint))
 
 
 if __name__ == '__main__':

@@ -1,11 +1,14 @@
 """Training throughput on a local cluster against one process, in one run.
 
-    python benchmarks/cluster_benchmark.py --workers=1,2 --rounds=3
+    python benchmarks/cluster_benchmark.py --layouts=local,ps2,collective2 --rounds=3
 
-Runs train_image_classifier.py on digits (LeNet by default) as
+Runs train_image_classifier.py on digits (LeNet by default), the same net
+and per-worker batch, as
   * local: one process, no cluster (the anchor);
-  * 1 ps + W workers, async, through deployment.launch on 127.0.0.1,
-for each W of --workers, the configurations interleaved in --rounds rounds.
+  * psW: 1 ps + W workers, asynchronous, through deployment.launch on
+    127.0.0.1 (--async_worker_warmup_steps=0: every worker from the start);
+  * collectiveW: W workers, no ps, --variable_update=collective_all_reduce;
+the layouts interleaved in --rounds rounds.
 A worker's throughput is the median of its progress lines' images/sec
 (the first line, which holds the start-up, is left out); a cluster's is the
 sum over its workers. Prints the median over rounds, the spread (min-max)
@@ -39,7 +42,25 @@ def worker_rates(log):
   return {task: values[1:] for task, values in rates.items() if values[1:]}
 
 
-def run_once(workers, args, digits_dir, scratch):
+def parse_layout(text):
+  """'local' -> ('local', 0); 'ps2' -> ('ps', 2); 'collective2' -> ..."""
+  match = re.match(r'^(local|ps|collective)(\d*)$', text)
+  if not match or (match.group(1) != 'local') != bool(match.group(2)):
+    raise SystemExit("unknown layout '%s': local, ps<N> or collective<N>" %
+                     text)
+  return match.group(1), int(match.group(2) or 0)
+
+
+def layout_name(kind, workers):
+  if kind == 'local':
+    return 'local'
+  if kind == 'ps':
+    return '1 ps + %d workers' % workers
+  return '%d workers all-reduce' % workers
+
+
+def run_once(layout, args, digits_dir, scratch):
+  kind, workers = layout
   train_dir = tempfile.mkdtemp(dir=scratch)
   argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=' + digits_dir,
           '--model_name=' + args.model_name, '--train_dir=' + train_dir,
@@ -47,19 +68,24 @@ def run_once(workers, args, digits_dir, scratch):
           '--batch_size=%d' % args.batch_size, '--optimizer=sgd',
           '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
           '--weight_decay=0', '--log_every_n_steps=%d' % args.log_every,
-          '--save_interval_secs=600', '--save_summaries_secs=600']
+          '--save_interval_secs=600', '--save_summaries_secs=600',
+          '--async_worker_warmup_steps=0']
+  if kind == 'collective':
+    argv.append('--variable_update=collective_all_reduce')
   log_path = os.path.join(train_dir, 'log')
   with open(log_path, 'w') as out:
-    if workers == 0:
+    if kind == 'local':
       status = subprocess.run([sys.executable] + argv, stdout=out,
                               stderr=subprocess.STDOUT, cwd=ROOT).returncode
     else:
-      status = launch.run(1, workers, argv, grace_secs=30, out=out)
+      status = launch.run(1 if kind == 'ps' else 0, workers, argv,
+                          grace_secs=30, out=out)
   log = open(log_path).read()
   if status != 0:
-    raise SystemExit('run with %d workers failed:\n%s' % (workers, log[-3000:]))
+    raise SystemExit('run of %s failed:\n%s' % (layout_name(*layout),
+                                                log[-3000:]))
   rates = worker_rates(log)
-  expected = ['local'] if workers == 0 else [
+  expected = ['local'] if kind == 'local' else [
       'worker:%d' % i for i in range(workers)]
   missing = [task for task in expected if task not in rates]
   if missing:
@@ -70,38 +96,37 @@ def run_once(workers, args, digits_dir, scratch):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--workers', default='1,2',
-                      help='worker counts to run (1 ps each)')
+  parser.add_argument('--layouts', default='local,ps2,collective2',
+                      help='local, ps<N> (1 ps + N workers), collective<N>')
   parser.add_argument('--rounds', type=int, default=3)
   parser.add_argument('--model_name', default='lenet')
-  parser.add_argument('--batch_size', type=int, default=50)
+  parser.add_argument('--batch_size', type=int, default=50,
+                      help='per worker (and for local)')
   parser.add_argument('--steps', type=int, default=1500,
                       help='global steps per run')
   parser.add_argument('--log_every', type=int, default=100)
   args = parser.parse_args()
-  counts = [0] + [int(w) for w in args.workers.split(',')]
+  layouts = [parse_layout(t.strip()) for t in args.layouts.split(',')]
   with tempfile.TemporaryDirectory() as scratch:
     digits_dir = os.path.join(scratch, 'digits')
     subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
                     '--dataset_name=digits', '--dataset_dir=' + digits_dir],
                    check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-    results = {count: [] for count in counts}
+    results = {layout: [] for layout in layouts}
     for round_ in range(args.rounds):
-      for count in counts:
-        results[count].append(run_once(count, args, digits_dir, scratch))
+      for layout in layouts:
+        results[layout].append(run_once(layout, args, digits_dir, scratch))
         print('round %d, %s: %.1f images/sec' % (
-            round_ + 1, 'local' if count == 0 else '1 ps + %d workers' % count,
-            results[count][-1]), flush=True)
-  anchor = statistics.median(results[0])
-  print('\n%-18s %12s %18s %8s' % ('configuration', 'images/sec',
+            round_ + 1, layout_name(*layout), results[layout][-1]), flush=True)
+  anchor = statistics.median(results[layouts[0]])
+  print('\n%-24s %12s %18s %8s' % ('layout', 'images/sec',
                                    'spread (min-max)', 'ratio'))
-  for count in counts:
-    values = results[count]
+  for layout in layouts:
+    values = results[layout]
     median = statistics.median(values)
-    print('%-18s %12.1f %8.1f-%-9.1f %8.2f' % (
-        'local' if count == 0 else '1 ps + %d worker%s' % (
-            count, 's' if count > 1 else ''),
-        median, min(values), max(values), median / anchor))
+    print('%-24s %12.1f %8.1f-%-9.1f %8.2f' % (
+        layout_name(*layout), median, min(values), max(values),
+        median / anchor))
 
 
 if __name__ == '__main__':

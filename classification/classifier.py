@@ -54,6 +54,10 @@ class ClassifierParams:
   summarize_activations: bool = True
   log_every_n_steps: int = optimization.flag_field(
       10, 'Steps between log lines.')
+  async_worker_warmup_steps: int = optimization.flag_field(
+      100, 'Asynchronous parameter-server training: non-chief worker k '
+      '(1, 2, ...) takes its first step when the global step reaches k times '
+      'this; the chief alone takes the steep first steps (0: all at once).')
   max_steps: Optional[int] = None  # the last step, for the progress lines' ETA
   precision: str = 'float32'  # float16 adds loss scaling (session_options)
 
@@ -188,6 +192,12 @@ def model_fn(features, labels, mode, params, config=None):
                   fine_tuning.resolve_checkpoint(p.checkpoint_path))))
       init_fn = fine_tuning.fine_tune_init_fn(
           p.checkpoint_path, exclude_scopes, p.ignore_missing_vars, note=why)
+    warmup = async_warmup_step(p, config)
+    if warmup:
+      hooks.append(tf1.train.GlobalStepWaiterHook(warmup))
+    hooks.append(progress.ChanceLevelHook(
+        tf.add_n([c.outputs[1] for c in model.clones]), images_per_batch,
+        p.num_classes))
     hooks.append(progress.TrainingProgressHook(
         model.total_loss, images_per_batch, p.log_every_n_steps,
         max_steps=p.max_steps,
@@ -230,6 +240,29 @@ def model_fn(features, labels, mode, params, config=None):
   }
   return est.EstimatorSpec(mode, predictions=predictions, loss=loss,
                            eval_metric_ops=metrics, scaffold=scaffold)
+
+
+def async_warmup_step(p, config):
+  """The global step at which this non-chief worker of an asynchronous
+  parameter-server job takes its first step (0: at once).
+
+  Asynchronous workers that start together apply gradients computed on the
+  same parameters: at the start, where the loss is steepest, two workers'
+  steps add up to one step at twice the learning rate from stale values.
+  LeNet on digits at --learning_rate=0.05 swings from a loss of 11 to 57 in
+  its first steps in one process and diverges at 0.1; a second worker
+  joining at once tipped 1 start in 4 into NaN or a chance-level model. So
+  the chief takes the first steps alone (one process's steps) and worker k
+  joins at step k x async_worker_warmup_steps, as tf.estimator delayed its
+  workers (GlobalStepWaiterHook). Synchronous layouts need every worker at
+  every step and never wait."""
+  if (config is None or not p.async_worker_warmup_steps or
+      p.optimizer.sync_replicas or not p.deployment.num_ps_tasks or
+      config.is_chief or not config.cluster.is_training_task):
+    return 0
+  task = config.cluster
+  ordinal = task.task_id + (1 if 'chief' in task.jobs else 0)
+  return ordinal * p.async_worker_warmup_steps
 
 
 # -- the input_fn ------------------------------------------------------------

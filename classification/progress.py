@@ -117,6 +117,64 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
       self._writer.flush()
 
 
+class ChanceLevelHook(tf1.train.SessionRunHook):
+  """Says, in one line, when training has stayed at chance level: the
+  training batches' accuracy over each of the last `window` steps' windows
+  this task ran, for two windows' worth of steps, was at most `factor` /
+  num_classes. A diverged
+  model (weights blown up, every unit dead) predicts one class and stays
+  there with a finite loss: without this line it would finish "trained" and
+  evaluate at chance. Printed once when it happens, naming the global step
+  since which it holds, and again at the end if it still holds."""
+
+  def __init__(self, correct, images, num_classes, window=100, factor=1.5,
+               log=print_now):
+    self._correct, self._images = correct, images
+    self._num_classes, self._window = max(int(num_classes), 2), int(window)
+    self._chance = float(factor) / self._num_classes
+    self._log = log
+    self._recent = []  # (global step, correct, images) of the last window
+
+  def begin(self):
+    self._step_tensor = tf1.train.get_global_step()
+    self._recent, self._since, self._told = [], None, False
+
+  def before_run(self, run_context):
+    return tf1.train.SessionRunArgs(
+        [self._correct, self._images, self._step_tensor])
+
+  def after_run(self, run_context, run_values):
+    correct, images, step = run_values.results
+    self._recent.append((int(step) + 1, float(correct), int(images)))
+    del self._recent[:-self._window]
+    if len(self._recent) < self._window:
+      return
+    if self.accuracy() > self._chance:
+      self._since, self._told = None, False
+      return
+    if self._since is None:
+      self._since = self._recent[0][0]
+    # Two windows in a row: a run learning slowly at its start is not told.
+    if not self._told and self._recent[-1][0] - self._since >= 2 * self._window - 1:
+      self._told = True
+      self._log(self.line())
+
+  def accuracy(self):
+    return (sum(c for _, c, _ in self._recent) /
+            max(sum(n for _, _, n in self._recent), 1))
+
+  def line(self):
+    return ('training is at chance level since step %d: batch accuracy %.3f '
+            'over the last %d steps (chance %.3f, %d classes): the model '
+            'diverged or is not learning; try a lower --learning_rate' % (
+                self._since, self.accuracy(), len(self._recent),
+                1.0 / self._num_classes, self._num_classes))
+
+  def end(self, session):
+    if self._since is not None:
+      self._log(self.line())
+
+
 class EvaluationProgress(object):
   """Logs `eval: batch N/total (p%), ETA t` for the first batch, then at most
   every `every_secs` seconds, and for the last batch: call `batch_done()`

@@ -35,7 +35,7 @@ _DEFINE = {bool: flags.DEFINE_boolean, int: flags.DEFINE_integer,
 # The model_fn's fields that are flags of training only; the other one,
 # --moving_average_decay, is shared (see classifier.ClassifierParams).
 TRAINING_FIELDS = ('weight_decay', 'label_smoothing', 'ignore_missing_vars',
-                   'log_every_n_steps')
+                   'log_every_n_steps', 'async_worker_warmup_steps')
 
 
 def define_network_flags(model_name=None, dataset_name=None,

@@ -8,7 +8,10 @@ builds its own graph, with variables on the parameter servers and its
 `model_deploy` clones on its local devices, and trains through a
 `MonitoredTrainingSession` on its own server. The chief initialises or
 restores the variables and writes checkpoints and summaries; the other
-workers wait until the variables are ready. An `evaluator` (TF_CONFIG only;
+workers wait until the variables are ready. A cluster without `ps` tasks
+trains with collective all-reduce instead (--variable_update=
+collective_all_reduce): every worker keeps the variables and the chief's
+values are broadcast when the job starts (see model_deploy). An `evaluator` (TF_CONFIG only;
 not part of the cluster) evaluates the chief's checkpoints from the shared
 model directory.
 
@@ -58,11 +61,6 @@ class Cluster(object):
         _check_address(job, address)
     if jobs and not any(j in jobs for j in TRAINING_JOBS):
       raise ValueError('the cluster has no chief or worker task')
-    if (sum(len(jobs.get(j, [])) for j in TRAINING_JOBS) > 1 and
-        not jobs.get('ps')):
-      raise ValueError('a cluster of several training tasks needs a ps task '
-                       '(--ps_hosts, or "ps" in TF_CONFIG): the variables '
-                       'live there')
     if len(jobs.get('chief', [])) > 1:
       raise ValueError('the cluster has %d chief tasks; it needs one' %
                        len(jobs['chief']))
@@ -188,18 +186,37 @@ class Cluster(object):
     if not self.distributed or not self.is_training_task:
       return {}
     return dict(replica_id=self.task_id, num_replicas=self.num_workers,
-                num_ps_tasks=self.num_ps, worker_job_name=self.task_type)
+                num_ps_tasks=self.num_ps, worker_job_name=self.task_type,
+                is_chief=self.is_chief)
+
+  @property
+  def collective(self):
+    """Several training tasks and no parameter servers: they train with
+    collective all-reduce (model_deploy's collective_all_reduce)."""
+    return bool(self.jobs) and not self.num_ps and self.num_workers > 1
+
+  @property
+  def chief_device(self):
+    """'/job:chief/replica:0/task:0', or worker 0's without a chief."""
+    job = 'chief' if 'chief' in self.jobs else 'worker'
+    return '/job:%s/replica:0/task:0' % job
 
   def session_config(self, base=None):
     """`base` (a ConfigProto) with device filters: a task talks only to the
     parameter servers and itself, so a worker that is down or not yet up
-    does not hold the others (tf.estimator did the same)."""
+    does not hold the others (tf.estimator did the same). Without parameter
+    servers (collective all-reduce) a task's graph is its own and the
+    collectives meet through the chief, their group leader."""
     config = tf1.ConfigProto()
     if base is not None:
       config.CopyFrom(base)
     if self.jobs and self.is_training_task and not config.device_filters:
-      config.device_filters.extend([
-          '/job:ps', '/job:%s/task:%d' % (self.task_type, self.task_id)])
+      own = '/job:%s/task:%d' % (self.task_type, self.task_id)
+      config.device_filters.extend([own] if self.collective
+                                   else ['/job:ps', own])
+    if (self.collective and self.is_training_task and
+        not config.experimental.collective_group_leader):
+      config.experimental.collective_group_leader = self.chief_device
     return config
 
   def __repr__(self):

@@ -4,6 +4,11 @@
         --evaluator="eval_image_classifier.py --dataset_name=digits ..." \\
         -- train_image_classifier.py --dataset_name=digits ...
 
+    python -m deployment.launch --workers=2 \\
+        -- train_image_classifier.py ... --variable_update=collective_all_reduce
+
+(no parameter servers: the workers all-reduce their gradients).
+
 Each task gets free ports on 127.0.0.1 and its TF_CONFIG (worker 0 is the
 chief, TF-Slim's convention), runs the command after `--` (the evaluator its
 own command) with this Python, and its output lines are prefixed with its
@@ -125,10 +130,16 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
   chief = workers[0]
 
   def stop_all(*_):
+    # Only raise: the handler runs inside the main thread's Popen.wait,
+    # whose lock a wait from here would wait on forever; the except clauses
+    # below stop the tasks in order.
+    raise SystemExit(130)
+
+  def stop_in_order():
     # The workers and the evaluator first, all at once, while the ps still
     # serve: on SIGTERM the chief saves a checkpoint of variables that live
     # on the ps (see README "When things go wrong").
-    others = [t for t in workers + ([judge] if judge else [])]
+    others = workers + ([judge] if judge else [])
     for task in others:
       if task.poll() is None:
         task.process.terminate()
@@ -136,7 +147,6 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
       task.stop(grace=STOP_GRACE_SECS)
     for task in tasks:
       task.stop()
-    raise SystemExit(130)
 
   previous = signal.signal(signal.SIGTERM, stop_all)
   try:
@@ -151,7 +161,11 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
       status = judge.poll()
     return status
   except KeyboardInterrupt:
-    stop_all()
+    stop_in_order()
+    return 130
+  except SystemExit:
+    stop_in_order()
+    raise
   finally:
     signal.signal(signal.SIGTERM, previous)
     for task in tasks:
@@ -169,7 +183,9 @@ def main(argv=None):
   parser = argparse.ArgumentParser(
       prog='python -m deployment.launch',
       description='Runs ps, workers and an evaluator on this machine.')
-  parser.add_argument('--ps', type=int, default=1, help='parameter servers')
+  parser.add_argument('--ps', type=int, default=None,
+                      help='parameter servers (default: 1, or 0 when the '
+                      'command has --variable_update=collective_all_reduce)')
   parser.add_argument('--workers', type=int, default=2,
                       help='workers (worker 0 is the chief)')
   parser.add_argument('--evaluator', default=None,
@@ -179,13 +195,23 @@ def main(argv=None):
                       help='time the others get to finish after the chief')
   flags = parser.parse_args(argv[:split])
   command = argv[split + 1:]
+  collective = any(a in ('--variable_update=collective_all_reduce',)
+                   for a in command) or any(
+                       a == '--variable_update' and b == 'collective_all_reduce'
+                       for a, b in zip(command, command[1:]))
+  if flags.ps is None:
+    flags.ps = 0 if collective else 1
+  if collective and flags.ps:
+    parser.error('--variable_update=collective_all_reduce runs without '
+                 'parameter servers, got --ps=%d' % flags.ps)
   if flags.workers < 1:
     parser.error('--workers must be at least 1, got %d' % flags.workers)
   if flags.ps < 0:
     parser.error('--ps must be at least 0, got %d' % flags.ps)
-  if flags.workers > 1 and flags.ps < 1:
-    parser.error('--workers=%d needs --ps >= 1: the variables live on the '
-                 'parameter servers' % flags.workers)
+  if flags.workers > 1 and flags.ps < 1 and not collective:
+    parser.error('--workers=%d needs --ps >= 1 (the variables live on the '
+                 'parameter servers), or --variable_update='
+                 'collective_all_reduce in the command' % flags.workers)
   if not command:
     parser.error('the training command after -- is empty')
   evaluator = shlex.split(flags.evaluator) if flags.evaluator else None

@@ -37,11 +37,29 @@ the sum to its copy, so no weight crosses devices. Clone 0's variables keep
 the one-device names and are the ones saved; the copies ('clone_<k>/<name>')
 and their optimizer slots are local variables initialized from clone 0's, so
 checkpoints, moving averages and fine-tuning see one model.
+
+`variable_update='collective_all_reduce'` is the same layout across the
+workers of a cluster without parameter servers (tf_cnn_benchmarks' and
+MultiWorkerMirrored's synchronous data parallelism): each worker keeps the
+variables on its own clone 0 device (the copies on its other clones), and
+each step one collective all-reduce per variable over the cluster's gRPC
+runtime sums the gradients of every clone of every worker (group size =
+clones x workers, each gradient divided by the worker count, so the step is
+the one one device takes on all the workers' batches together). Every
+replica applies the same sum, so all stay equal. The chief alone
+initialises or restores the variables; `broadcast_from_chief` then sends its
+values to every worker (runner/estimator.py runs it when the session
+starts), and the chief alone writes checkpoints and summaries, with one
+model's names. Batch norm keeps the one-machine rule: the statistics saved
+are those of the chief's first clone. A collective that waits longer than
+`collective_timeout_secs` for a worker (killed, hung, not started) fails the
+step, so no task waits forever.
 """
 import collections
 import contextlib
 import itertools
 import re
+import weakref
 
 import tensorflow as tf
 import tf_slim as slim
@@ -59,7 +77,9 @@ VARIABLE_OP_TYPES = frozenset([
     'MutableHashTableOfTensorsV2', 'MutableDenseHashTable',
     'MutableDenseHashTableV2'])
 
-VARIABLE_UPDATES = ('parameter_server', 'replicated')
+VARIABLE_UPDATES = ('parameter_server', 'replicated', 'collective_all_reduce')
+# A collective waits at most this long for the other workers by default.
+COLLECTIVE_TIMEOUT_SECS = 300
 
 _Clone = collections.namedtuple(
     'Clone', ['outputs', 'scope', 'device', 'weight', 'losses', 'update_ops',
@@ -105,21 +125,39 @@ class DeploymentConfig(object):
       the parameter servers with num_ps_tasks; clone 0's device when
       replicated).
     variable_update: 'parameter_server' (one copy of the variables, the
-      clones' gradients summed where it lives) or 'replicated' (a copy per
-      clone, gradients all-reduced; several clones, no parameter servers).
+      clones' gradients summed where it lives), 'replicated' (a copy per
+      clone, gradients all-reduced; several clones, no parameter servers) or
+      'collective_all_reduce' (replicated across every clone of every worker
+      of a cluster without parameter servers).
+    is_chief: whether this worker initialises, restores and saves (default:
+      replica 0).
+    collective_timeout_secs: how long a collective op waits for the other
+      workers before it fails the step (collective_all_reduce).
   """
 
   def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
                num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
                ps_job_name='ps', devices=None, variables_device=None,
-               variable_update='parameter_server'):
+               variable_update='parameter_server', is_chief=None,
+               collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS):
     if devices is not None:
       devices = list(devices)
       num_clones = len(devices)
     if num_clones < 1:
       raise ValueError('num_clones must be at least 1, got %d' % num_clones)
-    if num_replicas > 1 and num_ps_tasks < 1:
-      raise ValueError('num_replicas=%d needs num_ps_tasks >= 1' % num_replicas)
+    collective = variable_update == 'collective_all_reduce'
+    if num_replicas > 1 and num_ps_tasks < 1 and not collective:
+      raise ValueError(
+          '%d workers need a ps task (--ps_hosts, or "ps" in TF_CONFIG) for '
+          'the variables, or --variable_update=collective_all_reduce (each '
+          'worker keeps them)' % num_replicas)
+    if collective and num_ps_tasks > 0:
+      raise ValueError("variable_update='collective_all_reduce' runs without "
+                       'parameter servers, got %d ps task(s): take "ps" out '
+                       'of the cluster' % num_ps_tasks)
+    if collective and not collective_timeout_secs > 0:
+      raise ValueError('collective_timeout_secs must be positive, got %r' %
+                       collective_timeout_secs)
     if not 0 <= replica_id < max(num_replicas, 1):
       raise ValueError('replica_id %d outside [0, %d)' % (replica_id,
                                                            num_replicas))
@@ -142,8 +180,11 @@ class DeploymentConfig(object):
     self.ps_job_name = ps_job_name
     self._devices = devices
     self._variables_device = variables_device
+    self.is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
+    self.collective_timeout_secs = collective_timeout_secs
     self.worker_device = ('/job:%s/task:%d' % (worker_job_name, replica_id)
-                          if num_ps_tasks > 0 else '')
+                          if num_ps_tasks > 0 or
+                          (collective and num_replicas > 1) else '')
 
   def for_task(self, task_cluster):
     """This deployment as a task of `task_cluster` (a cluster.Cluster) runs
@@ -156,7 +197,7 @@ class DeploymentConfig(object):
         num_clones=self.num_clones, clone_on_cpu=self.clone_on_cpu,
         devices=self._devices, variables_device=self._variables_device,
         ps_job_name=self.ps_job_name, variable_update=self.variable_update,
-        **args)
+        collective_timeout_secs=self.collective_timeout_secs, **args)
 
   def clone_device(self, clone_index):
     if not 0 <= clone_index < self.num_clones:
@@ -188,7 +229,18 @@ class DeploymentConfig(object):
 
   @property
   def replicated(self):
-    return self.variable_update == 'replicated'
+    """A copy of the variables per clone, gradients all-reduced."""
+    return self.variable_update in ('replicated', 'collective_all_reduce')
+
+  @property
+  def collective(self):
+    """Replicated across the workers of a cluster."""
+    return self.variable_update == 'collective_all_reduce'
+
+  @property
+  def all_reduce_group_size(self):
+    """Devices that sum each gradient: every clone of every worker."""
+    return self.num_clones * (self.num_replicas if self.collective else 1)
 
   def inputs_device(self):
     return self.worker_device + '/device:CPU:0'
@@ -594,19 +646,22 @@ def combine_gradients(clone_grads):
   return combined
 
 
-def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
+def optimize_clones(clones, optimizer, regularization_losses=None,
+                    config=None, **kwargs):
   """Computes each clone's gradients and combines them.
 
   Returns (total_loss, grads_and_vars): total_loss is the share-weighted mean
   of the clone losses plus the regularization losses (added once).
-  kwargs go to `optimizer.compute_gradients` (e.g. var_list). Replicated
+  kwargs go to `optimizer.compute_gradients` (e.g. var_list); `config`
+  (the DeploymentConfig) says how they meet across workers. Replicated
   clones (built with copies) get all-reduced gradients instead: the pairs of
   every clone, clone 0's first, for one `apply_gradients` under
   `replica_slots(clones)` (as `build_train_op` does).
   """
   if regularization_losses is None:
     regularization_losses = tf1.losses.get_regularization_losses()
-  replicated = any(clone.copies is not None for clone in clones)
+  replicated = ((config is not None and config.replicated) or
+                any(clone.copies is not None for clone in clones))
   if replicated:
     originals = kwargs.pop('var_list', None)
     if originals is None:
@@ -631,14 +686,33 @@ def optimize_clones(clones, optimizer, regularization_losses=None, **kwargs):
                      'there are no regularization losses')
   total_loss = tf.add_n(losses, name='total_loss')
   if replicated:
-    return total_loss, all_reduce_gradients(clones, clone_grads)
+    return total_loss, all_reduce_gradients(clones, clone_grads, config)
   return total_loss, combine_gradients(clone_grads)
 
 
 _collective_keys = itertools.count(1)  # process-wide: no two groups collide
+# Keys of collectives across workers. Every worker builds the same graphs in
+# the same order, so one count per process gives every worker the same keys
+# for the same tensors; it is never reset because a server caches a key's
+# shape for its lifetime (a second graph reusing keys fails with "Shape
+# mismatch in the collective instance"). Offset from the in-machine keys.
+_cluster_key_count = itertools.count(1 << 24)
+# Per graph: its collective_all_reduce deployment (kept out of the graph's
+# collections, which a MetaGraph export serialises).
+_graph_deployment = weakref.WeakKeyDictionary()
 
 
-def all_reduce_gradients(clones, clone_grads):
+def _cluster_keys():
+  return _cluster_key_count
+
+
+def collective_deployment(graph=None):
+  """The collective_all_reduce DeploymentConfig whose all-reduce `graph`
+  holds (None: none): the runner then broadcasts the chief's variables."""
+  return _graph_deployment.get(graph or tf1.get_default_graph())
+
+
+def all_reduce_gradients(clones, clone_grads, config=None):
   """Sums the clones' gradients of each variable with a collective
   all-reduce; every clone receives the sum for its own variable.
 
@@ -649,16 +723,30 @@ def all_reduce_gradients(clones, clone_grads):
   launches its all-reduces in one order, each after the previous one (last
   variable first, roughly the order backprop yields them), so the clones
   never wait on each other in different orders (NCCL needs it).
+
+  With a collective_all_reduce `config` the group is every clone of every
+  worker (`config.all_reduce_group_size`) and each gradient is divided by
+  the worker count first: the sum is the gradient of all workers' batches.
   """
   num_clones = len(clones)
-  group_key = next(_collective_keys)
+  cross_worker = config is not None and config.collective
+  group_size, timeout, scale = num_clones, 0.0, None
+  keys = _collective_keys
+  if cross_worker:
+    group_size = config.all_reduce_group_size
+    timeout = float(config.collective_timeout_secs)
+    keys = _cluster_keys()
+    if config.num_replicas > 1:
+      scale = 1.0 / config.num_replicas
+    _graph_deployment[tf1.get_default_graph()] = config
+  group_key = next(keys)
   reduced = [[None] * len(grads) for grads in clone_grads]
   previous = [[] for _ in clones]
   for j in reversed(range(len(clone_grads[0]))):
     column = [grads[j] for grads in clone_grads]
     if all(grad is None for grad, _ in column):
       continue
-    instance_key = next(_collective_keys)
+    instance_key = next(keys)
     for i, (grad, var) in enumerate(column):
       device = tf.DeviceSpec.from_string(clones[i].device or '')
       with tf1.name_scope('%sall_reduce/%s' % (
@@ -666,10 +754,12 @@ def all_reduce_gradients(clones, clone_grads):
           tf.device(clones[i].device), tf.control_dependencies(previous[i]):
         grad = (tf.zeros_like(var) if grad is None
                 else tf.convert_to_tensor(grad))
+        if scale is not None:
+          grad = grad * tf.cast(scale, grad.dtype)
         total = tf.raw_ops.CollectiveReduceV2(
-            input=grad, group_size=num_clones, group_key=group_key,
+            input=grad, group_size=group_size, group_key=group_key,
             instance_key=instance_key, ordering_token=[], merge_op='Add',
-            final_op='Id',
+            final_op='Id', timeout_seconds=timeout,
             communication_hint='nccl' if device.device_type == 'GPU'
             else 'auto')
       reduced[i][j] = (total, var)
@@ -681,6 +771,47 @@ def all_reduce_gradients(clones, clone_grads):
         seen.add(pair[1].ref())
         pairs.append(pair)
   return pairs
+
+
+_BROADCAST_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64,
+                     tf.int32, tf.int64)
+
+
+def broadcast_from_chief(config, variables):
+  """One op that gives every worker of a collective_all_reduce cluster the
+  chief's values of `variables` (this worker's, in graph order): an
+  all-reduce to which the chief gives its values and every other worker
+  zeros, assigned on every worker. Run it once all workers' sessions are up
+  (it waits for them, at most `config.collective_timeout_secs`), after the
+  chief initialised or restored, before the local initialisers (the clones'
+  copies read clone 0's variables)."""
+  keys = _cluster_keys()
+  groups = {}  # a worker's device ('/device:CPU:0') -> group key
+  assigns = []
+  for variable in variables:
+    dtype = variable.dtype.base_dtype
+    if dtype not in _BROADCAST_DTYPES:
+      raise ValueError("variable '%s' (%s) cannot be broadcast from the chief "
+                       'by a collective op (numbers only)' % (
+                           variable.op.name, dtype.name))
+    spec = tf.DeviceSpec.from_string(variable.device or '')
+    local = spec.replace(job=None, replica=None, task=None).to_string()
+    if local not in groups:
+      groups[local] = next(keys)
+    with tf1.colocate_with(None, ignore_existing=True), tf1.device(None), \
+        tf1.device(variable.device), tf1.name_scope(
+            'broadcast_from_chief/' + variable.op.name):
+      if config.is_chief:
+        value = variable.read_value()
+      else:  # not initialised here: nothing may read it
+        value = tf.zeros(variable.shape, dtype)
+      total = tf.raw_ops.CollectiveReduceV2(
+          input=value, group_size=config.num_replicas,
+          group_key=groups[local], instance_key=next(keys), ordering_token=[],
+          merge_op='Add', final_op='Id',
+          timeout_seconds=float(config.collective_timeout_secs))
+      assigns.append(variable.assign(total, read_value=False))
+  return tf.group(*assigns, name='broadcast_from_chief')
 
 
 @contextlib.contextmanager
@@ -732,6 +863,7 @@ def build_train_op(config, clones, optimizer, global_step=None,
     if global_step is None:
       global_step = tf1.train.get_or_create_global_step()
     total_loss, grads_and_vars = optimize_clones(clones, optimizer,
+                                                 config=config,
                                                  var_list=var_list)
     if summarize_gradients:
       copies = {c.ref() for clone in clones for c in

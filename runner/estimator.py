@@ -229,6 +229,69 @@ class _WorkerSessionCreator(tf1.train.SessionCreator):
                                     max_wait_secs=7200)
 
 
+class _CollectiveSessionCreator(tf1.train.SessionCreator):
+  """A session of a collective_all_reduce worker: the chief restores
+  `checkpoint` (the newest readable one) or runs the initialisers; then
+  every worker runs `broadcast` (the chief's values to all; it waits for
+  every worker to be there), then the local initialisers (the clones'
+  copies read the broadcast values), and checks the model is ready."""
+
+  def __init__(self, scaffold, master, config, broadcast, is_chief, checkpoint):
+    self._scaffold, self._master, self._config = scaffold, master, config
+    self._broadcast, self._is_chief = broadcast, is_chief
+    self._checkpoint = checkpoint
+    self._created = False
+
+  def create_session(self):
+    if self._created:
+      # MonitoredSession recovers from UnavailableError/AbortedError by
+      # making a new session; after a peer failed, TensorFlow aborts this
+      # process's collective executor for good ("Restart your program to
+      # reset"), so the new session would fail its first step forever.
+      raise RuntimeError(LOST_WORKER)
+    self._created = True
+    scaffold = self._scaffold
+    scaffold.finalize()
+    session = tf1.Session(self._master, config=self._config)
+    if self._is_chief:
+      if self._checkpoint:
+        scaffold.saver.restore(session, self._checkpoint)
+      else:
+        session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
+        if scaffold.init_fn:
+          scaffold.init_fn(scaffold, session)
+    session.run(self._broadcast)
+    session.run(scaffold.local_init_op,
+                feed_dict=scaffold.local_init_feed_dict)
+    missing = session.run(scaffold.ready_op)
+    if missing.size:
+      raise RuntimeError('after the broadcast from the chief, variable(s) '
+                         'are not initialised: %s' % ', '.join(
+                             m.decode() for m in missing[:5]))
+    return session
+
+
+LOST_WORKER = ('a worker of the collective all-reduce stopped or lost its '
+               'connection; this task stops too: restart every task to resume '
+               'from the last checkpoint')
+
+
+def collective_timeout_message(deployment, error, step):
+  """One line for a collective that waited past its timeout."""
+  del error  # TensorFlow's text names only the op
+  return ('a collective all-reduce waited more than %gs for the other '
+          'workers (last checkpoint: step %d): a worker stopped, hangs or '
+          'has not started; this task stops (--collective_timeout_secs)' % (
+              deployment.collective_timeout_secs, step))
+
+
+def _step_of(model_dir):
+  try:
+    return global_step_of(tf.train.latest_checkpoint(model_dir))
+  except (tf.errors.OpError, ValueError):
+    return 0
+
+
 class _SummarySaverHook(tf1.train.SessionRunHook):
   """Saves the scaffold's summaries every `save_steps` steps or `save_secs`
   seconds, as TensorFlow's SummarySaverHook, and also at the run's last step
@@ -453,6 +516,7 @@ class Estimator(object):
     self._config = config.replace(model_dir=model_dir)
     self._params = dict(params or {})
     self._report = report or (lambda line: tf1.logging.info('%s', line))
+    self.steps_run = 0  # train's last call: the steps this task ran
 
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: self._config)
@@ -480,7 +544,12 @@ class Estimator(object):
     """In a cluster, training places variables on the parameter servers
     and everything else on this task (model_deploy's one placement rule);
     evaluation, prediction and export run locally from checkpoints."""
-    args = self._config.cluster.deployment_args()
+    cluster = self._config.cluster
+    args = cluster.deployment_args()
+    if cluster.collective and cluster.is_training_task:
+      # Every worker keeps its variables: on its own task.
+      return model_deploy.DeploymentConfig(
+          variable_update='collective_all_reduce', **args).device_function()
     if not args or not args['num_ps_tasks']:
       return None
     return model_deploy.DeploymentConfig(**args).device_function()
@@ -619,6 +688,11 @@ class Estimator(object):
             save_steps=cfg.save_checkpoints_steps, scaffold=scaffold,
             listeners=saving_listeners, keep=keep)
         chief_hooks.append(saver_hook)
+      collective = model_deploy.collective_deployment()
+      if collective:
+        session = self._collective_session(collective, scaffold, all_hooks,
+                                           chief_hooks, resume)
+      elif cfg.is_chief:
         session = tf1.train.MonitoredSession(
             tf1.train.ChiefSessionCreator(
                 scaffold=scaffold, master=self._session_target(),
@@ -629,29 +703,58 @@ class Estimator(object):
         session = tf1.train.MonitoredSession(
             _WorkerSessionCreator(scaffold, self._session_target(),
                                   cfg.session_config), hooks=all_hooks)
-      with session as sess:
-        while not sess.should_stop():
-          try:
-            sess.run(spec.train_op)
-          except tf.errors.InvalidArgumentError as e:
-            # A histogram summary refuses NaN/inf values: the same
-            # divergence the loss check catches, seen first by the summary.
-            match = _NON_FINITE_SUMMARY.search(e.message)
-            if not match:
-              raise
-            raise faults.Diverged(
-                sess.run_step_fn(lambda step_context: int(
-                    step_context.session.run(global_step))),
-                '%s is %s' % (
-                    match.group(2), 'nan' if match.group(1) == 'Nan'
-                    else 'infinite'),
-                tf.train.latest_checkpoint(self._model_dir)) from None
+      self.steps_run = 0  # this task's own runs of the train op
+      try:
+        with session as sess:
+          while not sess.should_stop():
+            try:
+              sess.run(spec.train_op)
+            except tf.errors.InvalidArgumentError as e:
+              # A histogram summary refuses NaN/inf values: the same
+              # divergence the loss check catches, seen first by the summary.
+              match = _NON_FINITE_SUMMARY.search(e.message)
+              if not match:
+                raise
+              raise faults.Diverged(
+                  sess.run_step_fn(lambda step_context: int(
+                      step_context.session.run(global_step))),
+                  '%s is %s' % (
+                      match.group(2), 'nan' if match.group(1) == 'Nan'
+                      else 'infinite'),
+                  tf.train.latest_checkpoint(self._model_dir)) from None
+            self.steps_run += 1
+      except tf.errors.DeadlineExceededError as e:
+        if not collective:
+          raise
+        raise RuntimeError(collective_timeout_message(
+            collective, e, _step_of(self._model_dir))) from None
     if signals.received is not None:
       if saver_hook is not None:
         step, checkpoint = saver_hook.last_saved
       else:
         step, checkpoint = stop_on_signal.step, None
       raise faults.Stopped(signals.received, step, checkpoint)
+    return self
+
+  def _collective_session(self, deployment, scaffold, hooks, chief_hooks,
+                          resume):
+    """A worker's session in a collective_all_reduce cluster: the chief
+    restores or initialises, every worker receives the chief's values, and
+    only the chief saves checkpoints and summaries."""
+    if deployment.is_chief != self._config.is_chief:
+      raise ValueError('the deployment says this task is%s the chief, the '
+                       'cluster says it is%s' % (
+                           '' if deployment.is_chief else ' not',
+                           '' if self._config.is_chief else ' not'))
+    broadcast = model_deploy.broadcast_from_chief(deployment,
+                                                  tf1.global_variables())
+    hooks = list(hooks)
+    if deployment.is_chief:
+      hooks = list(chief_hooks) + hooks  # the saver hook among them
+    creator = _CollectiveSessionCreator(
+        scaffold, self._session_target(), self._config.session_config,
+        broadcast, deployment.is_chief, resume)
+    return tf1.train.MonitoredSession(creator, hooks=hooks)
 
   def _session_target(self):
     """Training's session target: in a cluster, this task's own server

@@ -111,7 +111,8 @@ class _GradientGatherer(object):
       clones = [model_deploy.Clone(None, r.scope, self.config.clone_device(i),
                                    copies=r.copies)
                 for i, r in enumerate(self.records)]
-      reduced = model_deploy.all_reduce_gradients(clones, parts)
+      reduced = model_deploy.all_reduce_gradients(clones, parts,
+                                                   self.config)
       with model_deploy.replica_slots(clones):
         return apply_fn(reduced, global_step=global_step, name=name)
 

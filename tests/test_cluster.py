@@ -39,7 +39,8 @@ def test_tf_config_with_a_chief():
     assert list(c.session_config().device_filters) == [
         '/job:ps', '/job:%s/task:%d' % (task, index)]
     assert c.deployment_args() == dict(replica_id=index, num_replicas=3,
-                                       num_ps_tasks=1, worker_job_name=task)
+                                       num_ps_tasks=1, worker_job_name=task,
+                                       is_chief=chief)
   evaluator = cluster.Cluster.from_tf_config(
       {'cluster': jobs, 'task': {'type': 'evaluator', 'index': 0}})
   assert not evaluator.is_chief and evaluator.deployment_args() == {}
@@ -61,7 +62,8 @@ def test_master_with_counts_describes_servers_started_elsewhere(monkeypatch):
   assert (c.distributed, c.is_chief, c.master) == (True, False, 'grpc://m:1')
   assert (c.num_ps, c.num_workers, c.jobs) == (2, 3, {})
   assert c.deployment_args() == dict(replica_id=1, num_replicas=3,
-                                     num_ps_tasks=2, worker_job_name='worker')
+                                     num_ps_tasks=2, worker_job_name='worker',
+                                     is_chief=False)
 
 
 def test_no_cluster_is_local(monkeypatch):
@@ -74,8 +76,6 @@ def test_no_cluster_is_local(monkeypatch):
 @pytest.mark.parametrize('args, message', [
     (dict(ps_hosts='p:1', worker_hosts='w:1', job_name='worker', task=3),
      'task worker:3 is outside the cluster: worker has 1 task'),
-    (dict(worker_hosts='w0:1,w1:1', job_name='worker', task=0),
-     'needs a ps task'),
     (dict(ps_hosts='p:1', worker_hosts='w:1', job_name='ps', task=0,
           num_ps_tasks=2), '--num_ps_tasks=2 but --ps_hosts lists 1'),
     (dict(ps_hosts='p', worker_hosts='w:1', job_name='worker'),
@@ -89,6 +89,28 @@ def test_bad_cluster_flags_name_the_fault(args, message, monkeypatch):
   monkeypatch.delenv('TF_CONFIG', raising=False)
   with pytest.raises(ValueError, match=re.escape(message)):
     cluster.Cluster.from_flags(**args)
+
+
+def test_several_workers_without_ps_need_collective_all_reduce():
+  task = cluster.Cluster.from_flags('', 'w0:1,w1:1', 'worker', 1)
+  assert task.collective and not task.is_chief
+  with pytest.raises(ValueError, match=re.escape(
+      '2 workers need a ps task (--ps_hosts, or "ps" in TF_CONFIG) for the '
+      'variables, or --variable_update=collective_all_reduce')):
+    model_deploy.DeploymentConfig().for_task(task)
+  config = model_deploy.DeploymentConfig(
+      num_clones=2, clone_on_cpu=True,
+      variable_update='collective_all_reduce').for_task(task)
+  assert (config.all_reduce_group_size, config.is_chief) == (4, False)
+  assert config.clone_device(1) == '/job:worker/task:1/device:CPU:1'
+  session = task.session_config()
+  assert list(session.device_filters) == ['/job:worker/task:1']
+  assert (session.experimental.collective_group_leader ==
+          '/job:worker/replica:0/task:0')
+  with_ps = cluster.Cluster.from_flags('p:1', 'w0:1,w1:1', 'worker', 1)
+  with pytest.raises(ValueError, match='runs without parameter servers'):
+    model_deploy.DeploymentConfig(
+        variable_update='collective_all_reduce').for_task(with_ps)
 
 
 def test_bad_tf_config_names_the_fault():
@@ -291,8 +313,12 @@ def test_sync_replicas_with_moving_averages_reach_the_last_step(digits,
   names = dict(tf.train.list_variables(str(train_dir)))
   assert tf.train.load_variable(str(train_dir), 'global_step') == 60
   assert 'LeNet/conv1/weights/ExponentialMovingAverage' in names
-  # both workers stopped on their own (the chief released the waiting one)
-  assert log.count('Trained to step') == 2, log[-3000:]
+  # both workers stopped on their own (the chief released the waiting one),
+  # each saying what it did: the chief trained and saved, worker 1 ran steps
+  assert log.count('[worker:0] Trained to step 60; checkpoint ') == 1, log[-3000:]
+  assert re.search(r'\[worker:1\] worker:1 ran \d+ training steps; the chief '
+                   r'saves the checkpoints \(latest when this task stopped: ',
+                   log), log[-3000:]
 
 
 @pytest.mark.slow

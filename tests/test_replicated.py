@@ -216,7 +216,8 @@ def test_bad_replicated_config_names_the_argument():
     model_deploy.DeploymentConfig(num_clones=2, num_ps_tasks=1,
                                   variable_update='replicated')
   with pytest.raises(ValueError, match=r'^variable_update must be one of '
-                     r"parameter_server, replicated, got 'mirrored'$"):
+                     r"parameter_server, replicated, collective_all_reduce, "
+                     r"got 'mirrored'$"):
     model_deploy.DeploymentConfig(num_clones=2, variable_update='mirrored')
 
 

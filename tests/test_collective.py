@@ -1,0 +1,258 @@
+"""Collective all-reduce across the workers of a cluster
+(`variable_update='collective_all_reduce'`) on 127.0.0.1: every worker keeps
+the variables, the gradients of every clone of every worker are summed by
+CollectiveReduceV2 over TensorFlow's gRPC runtime, the chief initialises,
+broadcasts and alone saves. Each task is a process started here; every wait
+is bounded."""
+import os
+import re
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from deployment import cluster
+from deployment import launch
+from deployment import model_deploy
+
+tf1 = tf.compat.v1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'tests'))
+import collective_program as program  # noqa: E402
+
+PROGRAM = os.path.join(ROOT, 'tests', 'collective_program.py')
+TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
+STEPS = 3
+
+
+def _jobs(chief):
+  """A ps-less cluster of two training tasks: the tf.estimator layout
+  (`chief` + `worker`) or TF-Slim's (worker 0 is the chief)."""
+  ports = launch.free_ports(2)
+  addresses = ['127.0.0.1:%d' % p for p in ports]
+  if chief:
+    return {'chief': addresses[:1], 'worker': addresses[1:]}
+  return {'worker': addresses}
+
+
+def _tasks(jobs):
+  return [(kind, i) for kind in ('chief', 'worker')
+          for i in range(len(jobs.get(kind, [])))]
+
+
+def _run_program(tmp_path, optimizers, batch_norm=False, api='deploy',
+                 chief=True):
+  """Runs the program as every task; returns {optimizer: {task: values}}."""
+  jobs = _jobs(chief)
+  argv = [PROGRAM, str(tmp_path), str(STEPS), ','.join(optimizers),
+          '1' if batch_norm else '0', api]
+  tasks = [launch.Task('%s:%d' % t, argv, launch.tf_config(jobs, *t),
+                       out=open(os.devnull, 'w'), cwd=ROOT)
+           for t in _tasks(jobs)]
+  try:
+    for task in tasks:
+      assert task.wait(300) == 0, task.output()[-3000:]
+  finally:
+    for task in tasks:
+      task.stop()
+  return {o: {'%s:%d' % (kind, i): dict(np.load(
+      tmp_path / o / ('%s_%d.npz' % (kind, i)))) for kind, i in _tasks(jobs)}
+          for o in optimizers}
+
+
+def _saved(directory):
+  return {n: tf.train.load_variable(str(directory), n)
+          for n, _ in tf.train.list_variables(str(directory))}
+
+
+def _reference(checkpoint, optimizer, batch_norm, clones=1):
+  """`clones` clones in one process on the whole batch, from `checkpoint`."""
+  images, labels = program.data()
+  with tf.Graph().as_default():
+    config = model_deploy.DeploymentConfig(num_clones=clones,
+                                           clone_on_cpu=clones > 1)
+    deployed = model_deploy.deploy(
+        config, lambda i, l: program.model(i, l, batch_norm),
+        [tf.constant(images), tf.constant(labels)],
+        optimizer=program.OPTIMIZERS[optimizer]())
+    saver = tf1.train.Saver()
+    session = tf1.ConfigProto(device_count={'CPU': max(clones, 1)})
+    with tf1.Session(config=session) as sess:
+      saver.restore(sess, checkpoint)
+      for _ in range(STEPS):
+        sess.run(deployed.train_op)
+      variables = tf1.global_variables()
+      return dict(zip([v.op.name for v in variables], sess.run(variables)))
+
+
+def _assert_same(values, reference, tolerance=1e-5):
+  assert sorted(values) == sorted(reference)
+  errors = {k: float(np.max(np.abs(values[k] - reference[k])))
+            for k in reference}
+  worst = max(errors, key=errors.get)
+  assert errors[worst] <= tolerance, (worst, errors[worst])
+  return errors[worst]
+
+
+OPTIMIZERS = ['sgd', 'momentum', 'adam', 'rmsprop']
+
+
+@pytest.mark.slow
+def test_two_workers_of_two_clones_take_one_devices_step_on_the_whole_batch(
+    tmp_path):
+  """SGD, Momentum, Adam, RMSProp; the tf.estimator layout (chief + worker)."""
+  runs = _run_program(tmp_path, OPTIMIZERS)
+  for optimizer in OPTIMIZERS:
+    directory = tmp_path / optimizer
+    reference = _reference(str(directory / 'model.ckpt-0'), optimizer,
+                           batch_norm=False)
+    # The chief's checkpoint holds one model's names and one device's values.
+    saved = _saved(directory)
+    assert int(saved['global_step']) == STEPS
+    assert not any(n.startswith('clone_') for n in saved)
+    print('%s: max |cluster - one device| = %.2g' % (
+        optimizer, _assert_same(saved, reference)))
+    for values in runs[optimizer].values():  # every replica, the same sum
+      _assert_same(values, runs[optimizer]['chief:0'], tolerance=0)
+
+
+@pytest.mark.slow
+def test_batch_norm_statistics_are_the_chiefs_first_clones_and_replicate_model_fn(
+    tmp_path):
+  """2 workers x 2 clones = one machine's 4 clones: the moving statistics are
+  updated once per step from the first clone's slice, the chief's. Also
+  replicate_model_fn in such a cluster (TF-Slim's layout: worker 0 is the
+  chief) takes one device's step."""
+  runs = _run_program(tmp_path / 'bn', ['momentum'], batch_norm=True,
+                      chief=False)
+  directory = tmp_path / 'bn' / 'momentum'
+  reference = _reference(str(directory / 'model.ckpt-0'), 'momentum',
+                         batch_norm=True, clones=4)
+  saved = _saved(directory)
+  assert 'conv/BatchNorm/moving_mean' in saved
+  # Summed in another order (a ring over 4 devices, not one add_n), the
+  # normalised gradients round differently: float32 rounding, not the rule.
+  print('batch norm: max |cluster - 4 clones| = %.2g' % _assert_same(
+      saved, reference, tolerance=1e-4))
+  _assert_same(runs['momentum']['worker:0'], saved)
+  runs = _run_program(tmp_path / 'rep', ['adam'], api='replicate',
+                      chief=False)
+  directory = tmp_path / 'rep' / 'adam'
+  reference = _reference(str(directory / 'model.ckpt-0'), 'adam',
+                         batch_norm=False)
+  print('replicate_model_fn: max |cluster - one device| = %.2g' % (
+      _assert_same(_saved(directory), reference)))
+  _assert_same(runs['adam']['worker:1'], runs['adam']['worker:0'],
+               tolerance=0)
+
+
+# -- faults, through the script ----------------------------------------------
+@pytest.fixture(scope='module')
+def digits(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('digits')
+  import subprocess
+  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
+                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
+                 check=True, capture_output=True, timeout=300, cwd=ROOT)
+  return directory
+
+
+def _wait_for(predicate, seconds, what):
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    if predicate():
+      return
+    time.sleep(0.5)
+  raise AssertionError('timed out after %ds waiting for %s' % (seconds, what))
+
+
+STEP = re.compile(r'step (\d+)/\d+ \(\d+%\): loss')
+
+
+@pytest.mark.slow
+def test_a_late_worker_joins_a_killed_one_stops_the_job_and_a_restart_resumes(
+    digits, tmp_path):
+  train_dir = tmp_path / 'run'
+  jobs = _jobs(chief=False)  # TF-Slim's layout, as the launcher writes it
+  argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=lenet', '--train_dir=%s' % train_dir,
+          '--optimizer=sgd', '--learning_rate=0.05',
+          '--learning_rate_decay_type=fixed', '--batch_size=32',
+          '--max_number_of_steps=300', '--log_every_n_steps=10',
+          '--save_interval_secs=2', '--variable_update=collective_all_reduce',
+          '--collective_timeout_secs=30']
+  start = lambda i: launch.Task('worker:%d' % i, argv,
+                                launch.tf_config(jobs, 'worker', i),
+                                out=open(os.devnull, 'w'), cwd=ROOT)
+  steps = lambda task: [int(s) for s in STEP.findall(task.output())]
+  chief = start(0)
+  tasks = [chief]
+  try:
+    time.sleep(10)  # the chief waits for the late worker at its broadcast
+    assert chief.poll() is None and not steps(chief), chief.output()[-2000:]
+    worker = start(1)
+    tasks.append(worker)
+    _wait_for(lambda: steps(worker) and tf.train.latest_checkpoint(
+        str(train_dir)) and steps(chief)[-1] >= 30, 240, 'training')
+    worker.kill()
+    killed = time.time()
+    assert chief.wait(60) == 1, chief.output()[-3000:]
+    print('the chief stopped %.1fs after the worker was killed' % (
+        time.time() - killed))
+    last = [l for l in chief.output().splitlines() if l.strip()][-1]
+    assert last == ('train_image_classifier: error: a worker of the '
+                    'collective all-reduce stopped or lost its connection; '
+                    'this task stops too: restart every task to resume from '
+                    'the last checkpoint'), chief.output()[-3000:]
+    saved = tf.train.load_variable(str(train_dir), 'global_step')
+    assert 0 < saved < 300
+    chief, worker = start(0), start(1)
+    tasks += [chief, worker]
+    assert chief.wait(300) == 0, chief.output()[-3000:]
+    assert worker.wait(60) == 0, worker.output()[-3000:]
+  finally:
+    for task in tasks:
+      task.stop()
+  assert 'Resuming from %s (step %d)' % (
+      train_dir / ('model.ckpt-%d' % saved), saved) in chief.output()
+  assert steps(chief)[0] > saved  # no step done twice
+  assert tf.train.load_variable(str(train_dir), 'global_step') == 300
+  last = [l for l in worker.output().splitlines() if l.strip()][-1]
+  assert re.match(r'worker:1 ran \d+ training steps; the chief saves the '
+                  r'checkpoints \(latest when this task stopped: ', last), last
+
+
+@pytest.mark.slow
+def test_a_hung_worker_stops_the_others_after_the_collective_timeout(
+    digits, tmp_path):
+  import signal
+  jobs = _jobs(chief=True)
+  argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=lenet', '--train_dir=%s' % (tmp_path / 'run'),
+          '--batch_size=32', '--max_number_of_steps=100000',
+          '--log_every_n_steps=10', '--variable_update=collective_all_reduce',
+          '--collective_timeout_secs=10']
+  chief, worker = [launch.Task('%s:0' % kind, argv,
+                               launch.tf_config(jobs, kind, 0),
+                               out=open(os.devnull, 'w'), cwd=ROOT)
+                   for kind in ('chief', 'worker')]
+  try:
+    _wait_for(lambda: STEP.findall(chief.output()), 240, 'training')
+    worker.process.send_signal(signal.SIGSTOP)
+    stopped = time.time()
+    assert chief.wait(120) == 1, chief.output()[-3000:]
+    waited = time.time() - stopped
+    print('the chief stopped %.1fs after the worker hung' % waited)
+    assert waited >= 10
+  finally:
+    worker.process.send_signal(signal.SIGCONT)
+    for task in (chief, worker):
+      task.stop()
+  last = [l for l in chief.output().splitlines() if l.strip()][-1]
+  assert re.match(
+      r'train_image_classifier: error: a collective all-reduce waited more '
+      r'than 10s for the other workers \(last checkpoint: step \d+\): a '
+      r'worker stopped, hangs or has not started; this task stops '
+      r'\(--collective_timeout_secs\)$', last), last
