@@ -23,10 +23,10 @@ import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
-from classification import script_flags
 from datasets import dataset_utils
 from serving import exporter
 from serving import inference
+import script_flags
 
 F = flags.FLAGS
 

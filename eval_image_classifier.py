@@ -46,12 +46,12 @@ from classification import classifier
 from classification import eval_report
 from classification import fine_tuning
 from classification import progress
-from classification import script_flags
 from datasets import dataset_factory
 from deployment import model_deploy
 from runner import estimator as est
 from serving import exporter
 from serving import inference
+import script_flags
 
 F = flags.FLAGS
 

@@ -30,9 +30,9 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
-from classification import script_flags
 from datasets import dataset_utils
 from serving import exporter
+import script_flags
 
 F = flags.FLAGS
 

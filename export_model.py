@@ -33,9 +33,9 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
-from classification import script_flags
 from datasets import dataset_factory
 from serving import exporter
+import script_flags
 
 tf1 = tf.compat.v1
 F = flags.FLAGS

@@ -27,11 +27,11 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
-from classification import script_flags
 from datasets import dataset_factory
 from deployment import cluster
 from deployment import model_deploy
 from runner import estimator as est
+import script_flags
 
 F = flags.FLAGS
 

@@ -2,7 +2,8 @@
 run trains.
 
 `OptimizerParams` is the one place their defaults and help are written: the
-training script's flags are generated from its fields (script_flags.py).
+training script's flags are generated from its fields (the top-level
+script_flags.py).
 """
 import dataclasses
 

@@ -9,7 +9,7 @@ from absl import flags
 
 from classification import classifier
 from classification import optimization
-from classification import script_flags
+import script_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
@@ -99,7 +99,7 @@ def _generated_reads(source):
 
 
 def test_every_flag_of_every_script_is_read():
-  with open(os.path.join(ROOT, 'classification', 'script_flags.py')) as f:
+  with open(os.path.join(ROOT, 'script_flags.py')) as f:
     shared_source = f.read()
   unread = {}
   for script in SCRIPTS:
