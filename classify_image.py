@@ -31,7 +31,8 @@ import script_flags
 F = flags.FLAGS
 
 flags.DEFINE_string('checkpoint_path', None,
-                    'Checkpoint file or train_dir (needs --model_name).')
+                    'Checkpoint file or train_dir (the network as its '
+                    'training recorded it, or --model_name).')
 flags.DEFINE_string('saved_model', None, 'SavedModel export directory.')
 flags.DEFINE_string('tflite_model', None,
                     'TFLite model file or export directory.')
@@ -78,10 +79,12 @@ def read_images(paths):
 
 
 def spec_from_flags():
+  checkpoint = dataset_utils.expand_path(F.checkpoint_path)
+  script_flags.apply_training_record(checkpoint)
   if not F.model_name:
-    raise ValueError('--model_name is required with --checkpoint_path')
-  return exporter.make_spec(**script_flags.network_args(
-      dataset_utils.expand_path(F.checkpoint_path)))
+    raise ValueError('--model_name is required with --checkpoint_path (its '
+                     'directory has no training record)')
+  return exporter.make_spec(**script_flags.network_args(checkpoint))
 
 
 def main(argv):

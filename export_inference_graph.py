@@ -68,6 +68,7 @@ def main(_):
     if F.checkpoint_path:
       checkpoint = fine_tuning.resolve_checkpoint(
           dataset_utils.expand_path(F.checkpoint_path))
+      script_flags.apply_training_record(checkpoint)
     args = script_flags.network_args(checkpoint)
     if F.num_classes and not F['dataset_name'].present:
       args['dataset_name'] = None  # --num_classes instead of the default

@@ -75,9 +75,10 @@ def calibration_images(spec):
 
 
 def check_flags():
-  script_flags.check_flags(
-      required=['checkpoint_path', 'model_name', 'export_dir'])
+  script_flags.check_flags(required=['checkpoint_path', 'export_dir'])
   script_flags.expand_paths('checkpoint_path', 'dataset_dir', 'export_dir')
+  script_flags.apply_training_record(F.checkpoint_path)
+  script_flags.check_flags(required=['model_name'])
   if F.format != 'tflite' and F.quantize != 'none':
     raise ValueError('--quantize=%s applies to --format=tflite only' %
                      F.quantize)

@@ -4,10 +4,12 @@ and help.
 train_image_classifier.py and eval_image_classifier.py call
 `define_shared_flags` with the defaults TF-Slim's scripts disagree on
 (--batch_size 32 to train, 100 to evaluate; --dataset_split_name train /
-test; --train_image_size / --eval_image_size), and define only their own
-flags beside it. The export scripts and classify_image.py call
-`define_network_flags` (which network, trained on which data); all read
-them back with `network_args` and check them with `check_flags`. Flags that
+the dataset's test or validation; --train_image_size / --eval_image_size),
+and define only their own flags beside it. The export scripts and
+classify_image.py call `define_network_flags` (which network, trained on
+which data); all read them back with `network_args` and check them with
+`check_flags`; the scripts that read a checkpoint take the flags not given
+from its training record (`apply_training_record`). Flags that
 are fields of a params dataclass (the optimizer's, the model_fn's) are
 generated from the field by `define_flags_of`, so a default is written
 once, next to the code that reads it, and read back with
@@ -22,6 +24,7 @@ import tensorflow as tf
 from classification import classifier
 from classification import fine_tuning
 from classification import optimization
+from classification import training_record
 from datasets import dataset_utils
 from datasets import reader
 from deployment import session_options
@@ -84,7 +87,9 @@ def define_shared_flags(batch_size, dataset_split_name, image_size_flag,
   define_network_flags('inception_v3', 'imagenet', image_size_flag,
                        labels_offset=labels_offset, flag_values=flag_values)
   flags.DEFINE_string('dataset_split_name', dataset_split_name,
-                      'Split of the dataset to read.', **on)
+                      'Split of the dataset to read.%s' % (
+                          '' if dataset_split_name else " Unset: 'test' where "
+                          "the dataset has one, else 'validation'."), **on)
   flags.DEFINE_integer('num_readers', reader.NUM_READERS,
                        'Shards read in parallel.', **on)
   flags.DEFINE_integer('num_preprocessing_threads',
@@ -142,6 +147,51 @@ def network_args(checkpoint=None):
       preprocessing_name=(F['preprocessing_name'].value
                           if 'preprocessing_name' in F else None),
       use_grayscale=F.use_grayscale)
+
+
+# The flags a training record (classification/training_record.py) sets when
+# they are not given, by record field; the image size goes to the script's
+# own size flag. A recorded dataset is not used when --num_classes is given.
+RECORDED_FLAGS = ('model_name', 'image_size', 'preprocessing_name',
+                  'use_grayscale', 'labels_offset', 'dataset_name',
+                  'dataset_dir')
+DATASET_FIELDS = ('labels_offset', 'dataset_name', 'dataset_dir')
+
+
+def apply_training_record(checkpoint):
+  """Flags not given take their values from the training record beside
+  `checkpoint` (a file prefix or a train_dir), printed in one line when they
+  change a default; returns the record, or None when there is none. A given
+  --model_name other than the record's is refused, naming both (the
+  checkpoint's variables are another network's); other given flags win (a
+  size the checkpoint's layers cannot take is found when it is restored:
+  fine_tuning.misfit_message)."""
+  if not checkpoint:
+    return None
+  record, path = training_record.read(checkpoint)
+  if record is None:
+    return None
+  size_flag = next(size for size in IMAGE_SIZE_FLAGS if size in F)
+  num_classes_given = 'num_classes' in F and F['num_classes'].present
+  changed = []
+  for field in RECORDED_FLAGS:
+    flag = size_flag if field == 'image_size' else field
+    if (flag not in F or record.get(field) is None or
+        (num_classes_given and field in DATASET_FIELDS)):
+      continue
+    if F[flag].present:
+      if field == 'model_name' and F[flag].value != record[field]:
+        raise ValueError(
+            '--model_name=%s disagrees with the checkpoint: %s says it is a '
+            '%s; drop the flag (or pass another --checkpoint_path)' % (
+                F[flag].value, path, record[field]))
+      continue
+    if F[flag].value != record[field]:
+      changed.append('--%s=%s' % (flag, record[field]))
+      setattr(F, flag, record[field])
+  if changed:
+    print('As trained (%s): %s' % (path, ' '.join(changed)), flush=True)
+  return record
 
 
 def resolve_labels_offset(checkpoint, dataset_classes):

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
+from classification import training_record
 from datasets import dataset_factory
 from deployment import cluster
 from deployment import model_deploy
@@ -116,6 +117,21 @@ def build_estimator(dataset, task):
                        params={'classifier': params})
 
 
+def how_trained(dataset):
+  """The training record (classification/training_record.py) of this run:
+  what eval, export and classify take from the train_dir by default."""
+  info = classifier.image_network_info(F.model_name)
+  return dict(
+      model_name=F.model_name,
+      image_size=F.train_image_size or info.default_image_size,
+      preprocessing_name=F.preprocessing_name or info.preprocessing_name,
+      use_grayscale=F.use_grayscale,
+      num_classes=dataset.num_classes - F.labels_offset,
+      labels_offset=F.labels_offset, dataset_name=F.dataset_name,
+      dataset_dir=(F.dataset_dir if '://' in F.dataset_dir
+                   else os.path.abspath(F.dataset_dir)))
+
+
 def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
@@ -137,11 +153,20 @@ def main(_):
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
         **script_flags.input_args())
     resumed = estimator.latest_checkpoint()
+    resumed_step = est.global_step_of(resumed) if resumed else 0
+    if (resumed and F.max_number_of_steps is not None and
+        resumed_step >= F.max_number_of_steps):
+      print('%s is already at step %d (--max_number_of_steps=%d): nothing '
+            'to train; raise --max_number_of_steps or pass another '
+            '--train_dir' % (F.train_dir, resumed_step, F.max_number_of_steps),
+            flush=True)
+      return 0
     if resumed and estimator.config.is_chief:  # the chief restores
-      print('Resuming from %s (step %d)' % (resumed,
-                                            est.global_step_of(resumed)))
+      print('Resuming from %s (step %d)' % (resumed, resumed_step))
     sys.stdout.flush()
-    estimator.train(input_fn, max_steps=F.max_number_of_steps)
+    estimator.train(input_fn, max_steps=F.max_number_of_steps,
+                    saving_listeners=[training_record.RecordWriter(
+                        F.train_dir, how_trained(dataset), resumed_step)])
   except (ValueError, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)

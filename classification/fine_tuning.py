@@ -4,6 +4,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from classification import training_record
 from nets import nets_factory
 
 tf1 = tf.compat.v1
@@ -33,6 +34,58 @@ def checkpoint_mismatches(checkpoint_shapes, wanted):
            if name in checkpoint_shapes
            and list(shape) != list(checkpoint_shapes[name])]
   return missing, wrong
+
+
+def shape_mismatches(checkpoint_shapes, wanted):
+  """[(name, shape, checkpoint shape)] of `wanted` ({checkpoint name:
+  shape}) whose shape differs from the checkpoint's {name: shape}."""
+  return [(name, list(shape), list(checkpoint_shapes[name]))
+          for name, shape in wanted.items()
+          if name in checkpoint_shapes and
+          list(shape) != list(checkpoint_shapes[name])]
+
+
+def misfit_message(checkpoint, mismatches, num_classes, image_size,
+                   size_flag):
+  """One line naming the flag at fault for `mismatches` (see
+  shape_mismatches, not empty): the classes (a classifier of another width),
+  grayscale (a first convolution of other input channels) or the image size
+  (anything else: a layer whose input grows with the image, such as
+  CifarNet's or LeNet's fully connected ones)."""
+  name, shape, there = mismatches[0]
+  found = "checkpoint '%s': %s is %s there, %s here" % (checkpoint, name,
+                                                       there, shape)
+  if shape and shape[-1] == num_classes and there[-1] != shape[-1]:
+    return ('%d classes do not fit %s; check --dataset_name/--num_classes and '
+            '--labels_offset' % (num_classes, found))
+  if (len(shape) == 4 and shape[:2] == there[:2] and shape[3] == there[3] and
+      {shape[2], there[2]} == {1, 3}):
+    return ('%d input channel(s) do not fit %s; check --use_grayscale' % (
+        shape[2], found))
+  record, _ = training_record.read(checkpoint)
+  trained = (record or {}).get('image_size')
+  return '%s=%d does not fit %s%s' % (
+      size_flag, image_size, found,
+      '; it was trained at %d (drop the flag: its training record says so)' %
+      trained if trained else '; pass the size it was trained at')
+
+
+class CheckpointFitHook(tf1.train.SessionRunHook):
+  """Raises ValueError (misfit_message) before a session restores
+  `checkpoint` into a graph whose model variables have other shapes: a
+  Saver restores them anyway and the first matmul fails with a raw
+  "Matrix size-incompatible"."""
+
+  def __init__(self, checkpoint, **describe):
+    self._checkpoint, self._describe = checkpoint, describe
+
+  def begin(self):
+    mismatches = shape_mismatches(
+        dict(tf.train.list_variables(self._checkpoint)),
+        {v.op.name: v.shape.as_list() for v in slim.get_model_variables()})
+    if mismatches:
+      raise ValueError(misfit_message(self._checkpoint, mismatches,
+                                      **self._describe))
 
 
 def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
