@@ -16,6 +16,8 @@ once, next to the code that reads it, and read back with
 `params_from_flags`.
 """
 import dataclasses
+import os
+import sys
 import typing
 
 from absl import flags
@@ -173,6 +175,12 @@ def apply_training_record(checkpoint):
     return None
   size_flag = next(size for size in IMAGE_SIZE_FLAGS if size in F)
   num_classes_given = 'num_classes' in F and F['num_classes'].present
+  # What an unset flag would have meant: a record equal to it is not news.
+  implied = {'labels_offset': 0}
+  if record.get('model_name'):
+    info = classifier.image_network_info(record['model_name'])
+    implied.update(image_size=info.default_image_size,
+                   preprocessing_name=info.preprocessing_name)
   changed = []
   for field in RECORDED_FLAGS:
     flag = size_flag if field == 'image_size' else field
@@ -187,7 +195,8 @@ def apply_training_record(checkpoint):
                 F[flag].value, path, record[field]))
       continue
     if F[flag].value != record[field]:
-      changed.append('--%s=%s' % (flag, record[field]))
+      if record[field] != implied.get(field, F[flag].value):
+        changed.append('--%s=%s' % (flag, record[field]))
       setattr(F, flag, record[field])
   if changed:
     print('As trained (%s): %s' % (path, ' '.join(changed)), flush=True)
@@ -272,3 +281,58 @@ def optimizer_params(flag_values=F):
 def split_scopes(text):
   """'a, b' -> ['a', 'b']; None or '' -> []."""
   return [s.strip() for s in (text or '').split(',') if s.strip()]
+
+
+# --help: every flag the script reads, in groups (absl's own --help lists
+# only the flags the script file defines; --helpfull adds absl's and
+# TensorFlow's). Flags of no group are listed under the script's name.
+HELP_GROUPS = (
+    ('Network and data', (
+        'model_name', 'dataset_name', 'dataset_dir', 'dataset_split_name',
+        'labels_offset', 'num_classes') + IMAGE_SIZE_FLAGS + (
+            'preprocessing_name', 'use_grayscale', 'num_readers',
+            'num_preprocessing_threads', 'checkpoint_path')),
+    ('Batch and devices', (
+        'batch_size', 'num_clones', 'clone_on_cpu', 'variable_update',
+        'precision', 'intra_op_threads', 'inter_op_threads')),
+    ('Optimizer and learning rate', tuple(
+        f.name for f in dataclasses.fields(optimization.OptimizerParams)
+        if f.name not in ('sync_replicas', 'replicas_to_aggregate'))),
+    ('Training', ('train_dir', 'max_number_of_steps', 'weight_decay',
+                  'label_smoothing', 'moving_average_decay', 'random_seed',
+                  'log_every_n_steps', 'save_summaries_secs',
+                  'save_summaries_steps', 'save_interval_secs')),
+    ('Fine-tuning', ('checkpoint_exclude_scopes', 'trainable_scopes',
+                     'ignore_missing_vars')),
+    ('Cluster', ('master', 'worker_replicas', 'num_ps_tasks', 'task',
+                 'ps_hosts', 'worker_hosts', 'job_name', 'sync_replicas',
+                 'replicas_to_aggregate')),
+)
+
+
+def grouped_help(flag_values=F, script=None):
+  """The text --help prints after the script's docstring: the flags of the
+  script and of this module, by HELP_GROUPS, the rest under the script."""
+  script = script or sys.argv[0]
+  by_module = flag_values.flags_by_module_dict()
+  own = {}
+  for module in (__name__, script):
+    for flag in by_module.get(module, ()):
+      own[flag.name] = flag
+  lines = []
+  for title, names in HELP_GROUPS + (
+      (os.path.basename(script), tuple(sorted(own))),):
+    chosen = [own.pop(name) for name in names if name in own]
+    if chosen:
+      lines.append('\n%s:' % title)
+      flag_values._render_flag_list(chosen, lines, '  ')  # pylint: disable=protected-access
+  lines.append('\n-v N (--verbosity=N) shows TensorFlow\'s own logs at absl '
+               'level N.')
+  return '\n'.join(lines)
+
+
+def use_grouped_help(flag_values=F):
+  """Makes --help (and -h, --helpshort) print grouped_help: absl prints
+  FlagValues.main_module_help(), replaced on this instance."""
+  flag_values.__dict__['main_module_help'] = (
+      lambda: grouped_help(flag_values))

@@ -102,6 +102,8 @@ def build_estimator(dataset, task):
       # --weight_decay, --label_smoothing, --moving_average_decay, ...
       **script_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()
+  for line in params.optimizer.warnings():
+    print('train_image_classifier: warning: %s' % line, file=sys.stderr)
   if F.checkpoint_path:
     fine_tuning.resolve_checkpoint(F.checkpoint_path)
   script_flags.check_flags(at_least_one=['save_summaries_steps'])
@@ -164,9 +166,15 @@ def main(_):
     if resumed and estimator.config.is_chief:  # the chief restores
       print('Resuming from %s (step %d)' % (resumed, resumed_step))
     sys.stdout.flush()
-    estimator.train(input_fn, max_steps=F.max_number_of_steps,
+    record = how_trained(dataset)
+    hooks = []
+    if resumed:  # a Saver restores misfit shapes, and the first matmul fails
+      hooks.append(fine_tuning.CheckpointFitHook(
+          resumed, num_classes=record['num_classes'],
+          image_size=record['image_size'], size_flag='--train_image_size'))
+    estimator.train(input_fn, max_steps=F.max_number_of_steps, hooks=hooks,
                     saving_listeners=[training_record.RecordWriter(
-                        F.train_dir, how_trained(dataset), resumed_step)])
+                        F.train_dir, record, resumed_step)])
   except (ValueError, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
@@ -178,4 +186,5 @@ def main(_):
 
 
 if __name__ == '__main__':
+  script_flags.use_grouped_help()
   app.run(lambda argv: sys.exit(main(argv)))

@@ -185,6 +185,10 @@ def model_fn(features, labels, mode, params, config=None):
     _network_summaries(
         model.clones[0].outputs[0] if p.summarize_activations else {},
         slim.get_model_variables())
+    if p.checkpoint_path or p.trainable_scopes:
+      progress.print_now(fine_tuning.trainable_line(
+          optimization.variables_to_train(p.trainable_scopes),
+          p.trainable_scopes))
     init_fn = None
     if p.checkpoint_path:
       exclude_scopes, why = info.fine_tuning_exclusions(

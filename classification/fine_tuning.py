@@ -66,8 +66,8 @@ def misfit_message(checkpoint, mismatches, num_classes, image_size,
   trained = (record or {}).get('image_size')
   return '%s=%d does not fit %s%s' % (
       size_flag, image_size, found,
-      '; it was trained at %d (drop the flag: its training record says so)' %
-      trained if trained else '; pass the size it was trained at')
+      '; it was trained at %d (its %s)' % (trained, training_record.FILENAME)
+      if trained else '; pass the size it was trained at')
 
 
 class CheckpointFitHook(tf1.train.SessionRunHook):
@@ -115,19 +115,61 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
                      ' missing, first: %s; pass --ignore_missing_vars or '
                      '--checkpoint_exclude_scopes' % (
                          checkpoint, len(missing), ', '.join(missing[:3])))
+  chosen_names = {v.op.name for v in chosen}
+  excluded = [v for v in slim.get_model_variables()
+              if v.op.name not in chosen_names]
   chosen = [v for v in chosen if v.op.name in shapes]
   if not chosen:
     raise ValueError("checkpoint '%s' shares no variable with the network" %
                      checkpoint)
-  tf1.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint,
-                   len(chosen))
+  lines = ['Fine-tuning from %s: restored %s' % (checkpoint,
+                                                 variables_and_scopes(chosen))]
+  if excluded:
+    lines.append(note or 'Not restored: %s (--checkpoint_exclude_scopes=%s)'
+                 % (variables_and_scopes(excluded), ','.join(exclusions)))
+  if missing:
+    lines.append('Not restored: %s, not in the checkpoint '
+                 '(--ignore_missing_vars)' % variables_and_scopes(
+                     [v for v in slim.get_model_variables()
+                      if v.op.name in missing]))
+  if not excluded and not missing:
+    lines.append('Not restored: nothing (every model variable is in the '
+                 'checkpoint with its shape)')
   saver = tf1.train.Saver(chosen)
 
   def init_fn(unused_scaffold, session):
-    if note:
-      print(note, flush=True)
+    # Printed when the restore happens: a run resuming from its own
+    # checkpoint restores nothing from checkpoint_path.
+    for line in lines:
+      print(line, flush=True)
     saver.restore(session, checkpoint)
   return init_fn
+
+
+def variables_and_scopes(variables, depth=2, at_most=8):
+  """'6 variables of LeNet/conv1, LeNet/conv2, LeNet/fc3': the count and the
+  scopes (the first `depth` name components, in order; `at_most` named)."""
+  scopes = []
+  for v in variables:
+    scope = '/'.join(v.op.name.split('/')[:depth])
+    if scope not in scopes:
+      scopes.append(scope)
+  named = ', '.join(scopes[:at_most])
+  if len(scopes) > at_most:
+    named += ' and %d more scopes' % (len(scopes) - at_most)
+  return '%d variable%s of %s' % (len(variables),
+                                  '' if len(variables) == 1 else 's', named)
+
+
+def trainable_line(trained, trainable_scopes):
+  """'Training 2 of 8 variables: ...': which variables the run trains."""
+  everything = tf1.trainable_variables()
+  if not trainable_scopes:
+    return 'Training all %s (no --trainable_scopes)' % variables_and_scopes(
+        everything)
+  return 'Training %d of %d variables: %s (--trainable_scopes=%s)' % (
+      len(trained), len(everything), variables_and_scopes(trained),
+      ','.join(trainable_scopes))
 
 
 def default_labels_offset(model_name, checkpoint, dataset_classes):
