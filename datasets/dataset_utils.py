@@ -28,6 +28,7 @@ import numpy as np
 import PIL.Image
 
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from datasets.registry import Conversion, Split, shard_count
@@ -254,12 +255,8 @@ def count_records(path):
       with tf.compat.v1.Session() as session:
         return int(session.run(count))
   except tf.errors.OpError as e:
-    # The cause is the message's last unindented line (after a graph trace).
-    lines = [l for l in e.message.splitlines()
-             if l.strip() and not l[0].isspace() and not l.startswith('Node:')]
     raise ValueError('%s is damaged (%s); delete it and convert again'
-                     % (path, lines[-1] if lines else type(e).__name__)
-                     ) from None
+                     % (path, zoo_errors.one_line(e))) from None
 
 
 def shard_entry(path, records=None):
