@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from classification import optimization
 from classification import training_record
 from datasets import converters
 
@@ -33,7 +34,9 @@ def run(script, *args, timeout=300):
 
 
 def ok(result):
+  """The stdout of a run that succeeded without a deprecation notice."""
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  no_deprecation_notices(result)
   return result.stdout
 
 
@@ -124,9 +127,17 @@ def test_a_size_that_cannot_fit_is_one_line_naming_the_size(cifarnet64):
       r"checkpoint '.*model\.ckpt-30': CifarNet/fc3/weights is \[16384, 384\] "
       r"there, \[4096, 384\] here; it was trained at 64 \(its "
       r"training\.json\)", line), line
+
+
+@pytest.mark.slow
+def test_classify_names_the_size_flag_too(folder64, cifarnet64):
   line = error_line(run('classify_image.py', '--checkpoint_path=' + cifarnet64,
-                        '--image_size=32', os.path.join(ROOT, 'README.md')))
-  assert 'error:' in line
+                        '--image_size=32',
+                        str(folder64 / 'photos' / 'one' / '00.jpg')))
+  assert re.fullmatch(r"classify_image: error: --image_size=32 does not fit "
+                      r"checkpoint '.*': CifarNet/fc3/weights is \[16384, 384\] "
+                      r"there, \[4096, 384\] here; it was trained at 64 .*",
+                      line), line
 
 
 @pytest.mark.slow
@@ -146,7 +157,7 @@ def test_exports_and_classify_follow_the_record(folder64, cifarnet64):
   out = ok(run('export_inference_graph.py', '--checkpoint_path=' + cifarnet64,
                '--output_file=' + str(folder64 / 'frozen.pb')))
   assert 'Wrote the frozen graph of cifarnet' in out
-  assert 'input input [?, 64, 64, 3] float32' in out, out
+  assert "input input ['?', 64, 64, 3] float32" in out, out
   out = ok(run('export_model.py', '--checkpoint_path=' + cifarnet64,
                '--export_dir=' + str(folder64 / 'saved_model')))
   with open(folder64 / 'saved_model' / 'export.json') as f:
@@ -216,49 +227,48 @@ def _first_loss(out):
 def test_the_printed_loss_is_one_models_in_every_layout(digits_dir, tmp_path):
   """With weight decay, replicated clones print the loss parameter-server
   clones print for the same weights (regularization counted once), and
-  say how a step's batch is shared; neither prints a deprecation block."""
-  outputs = {}
+  say how a step's batch is shared; neither prints a deprecation block.
+  Run again, training says it has nothing to do (and warns of Adam's
+  epsilon, from the flags it checks first)."""
+  outputs, args = {}, {}
   for update in ('parameter_server', 'replicated'):
-    result = run('train_image_classifier.py', '--model_name=lenet',
-                 '--dataset_name=digits', '--dataset_dir=' + digits_dir,
-                 '--train_dir=' + str(tmp_path / update),
-                 '--max_number_of_steps=1', '--batch_size=16',
-                 '--num_clones=2', '--clone_on_cpu', '--weight_decay=0.01',
-                 '--variable_update=' + update, '--random_seed=1',
-                 '--log_every_n_steps=1', *FAST)
-    outputs[update] = ok(result)
-    no_deprecation_notices(result)
+    args[update] = ['--model_name=lenet', '--dataset_name=digits',
+                    '--dataset_dir=' + digits_dir,
+                    '--train_dir=' + str(tmp_path / update),
+                    '--max_number_of_steps=1', '--batch_size=16',
+                    '--num_clones=2', '--clone_on_cpu', '--weight_decay=0.01',
+                    '--variable_update=' + update, '--random_seed=1',
+                    '--log_every_n_steps=1'] + FAST
+    outputs[update] = ok(run('train_image_classifier.py', *args[update]))
     assert re.search(r'; 32 images/step = 2 clones x 16\), ETA 0s$',
                      outputs[update], re.M), outputs[update]
   assert _first_loss(outputs['replicated']) == pytest.approx(
       _first_loss(outputs['parameter_server']), rel=1e-5)
 
-
-@pytest.mark.slow
-def test_a_run_with_nothing_to_do_says_so_and_adams_epsilon_is_warned(
-    digits_dir, tmp_path):
-  train_dir = str(tmp_path / 'done')
-  args = ['--model_name=lenet', '--dataset_name=digits',
-          '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
-          '--max_number_of_steps=1', '--batch_size=8', '--optimizer=adam',
-          '--save_summaries_steps=1000']
-  first = run('train_image_classifier.py', *args)
-  ok(first)
-  assert ("train_image_classifier: warning: --opt_epsilon=1 is large for "
-          "--optimizer=adam" in first.stderr), first.stderr
-  again = run('train_image_classifier.py', *args, '--opt_epsilon=1e-8')
-  assert ok(again).splitlines()[-1] == (
+  again = run('train_image_classifier.py', *args['parameter_server'],
+              '--optimizer=adam')
+  assert ok(again).splitlines() == [
       '%s is already at step 1 (--max_number_of_steps=1): nothing to train; '
-      'raise --max_number_of_steps or pass another --train_dir' % train_dir)
-  assert 'warning' not in again.stderr
+      'raise --max_number_of_steps or pass another --train_dir' %
+      (tmp_path / 'parameter_server')]
+  assert again.stderr.startswith(
+      'train_image_classifier: warning: --opt_epsilon=1 is large for '
+      '--optimizer=adam: '), again.stderr
+
+
+def test_only_a_large_epsilon_of_adam_or_rmsprop_is_warned():
+  warned = [(o, e) for o in optimization.OPTIMIZERS for e in (1.0, 1e-8)
+            if optimization.OptimizerParams(optimizer=o,
+                                            opt_epsilon=e).warnings()]
+  assert warned == [('adam', 1.0), ('rmsprop', 1.0)]
 
 
 @pytest.mark.slow
 def test_a_conversion_rerun_prints_no_deprecation_block(digits_dir):
   result = run('download_and_convert_data.py', '--dataset_name=digits',
                '--dataset_dir=' + digits_dir)
-  assert 'already complete, skipped' in ok(result)
-  no_deprecation_notices(result)
+  ok(result)
+  assert 'already complete, skipped' in result.stderr
 
 
 @pytest.mark.parametrize('script, groups, flags', [
