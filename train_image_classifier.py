@@ -11,8 +11,10 @@ As in TF-Slim, --batch_size is per clone: a step takes batch_size x
 num_clones images, and the learning-rate decay counts them all.
 
 Every --log_every_n_steps steps it prints `step N/max (p%): loss = x (y
-images/sec; z images/step), ETA t`; TensorBoard summaries go to train_dir
-(`tensorboard --logdir` it, see README "Watching training").
+images/sec; z images/step = c clones x b), ETA t`; TensorBoard summaries go
+to train_dir (`tensorboard --logdir` it, see README "Watching training"),
+and training.json, how the checkpoints were trained, which evaluation,
+export and classification read.
 """
 import os
 import sys
