@@ -23,15 +23,16 @@ import zoo_errors
 import tensorflow as tf
 
 from classification import classifier
-from classification import script_flags
 from datasets import dataset_utils
 from serving import exporter
 from serving import inference
+import script_flags
 
 F = flags.FLAGS
 
 flags.DEFINE_string('checkpoint_path', None,
-                    'Checkpoint file or train_dir (needs --model_name).')
+                    'Checkpoint file or train_dir (the network as its '
+                    'training recorded it, or --model_name).')
 flags.DEFINE_string('saved_model', None, 'SavedModel export directory.')
 flags.DEFINE_string('tflite_model', None,
                     'TFLite model file or export directory.')
@@ -78,10 +79,12 @@ def read_images(paths):
 
 
 def spec_from_flags():
+  checkpoint = dataset_utils.expand_path(F.checkpoint_path)
+  script_flags.apply_training_record(checkpoint)
   if not F.model_name:
-    raise ValueError('--model_name is required with --checkpoint_path')
-  return exporter.make_spec(**script_flags.network_args(
-      dataset_utils.expand_path(F.checkpoint_path)))
+    raise ValueError('--model_name is required with --checkpoint_path (its '
+                     'directory has no training record)')
+  return exporter.make_spec(**script_flags.network_args(checkpoint))
 
 
 def main(argv):
@@ -115,4 +118,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  script_flags.use_grouped_help()
   app.run(lambda argv: sys.exit(main(argv)))

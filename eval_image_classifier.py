@@ -51,17 +51,19 @@ from classification import classifier
 from classification import eval_report
 from classification import fine_tuning
 from classification import progress
-from classification import script_flags
 from datasets import dataset_factory
 from deployment import model_deploy
 from runner import estimator as est
 from runner import faults
 from serving import exporter
 from serving import inference
+import script_flags
 
 F = flags.FLAGS
 
-script_flags.define_shared_flags(batch_size=100, dataset_split_name='test',
+# The split's default is the dataset's (default_split): TF-Slim's 'test'
+# exists for few of them.
+script_flags.define_shared_flags(batch_size=100, dataset_split_name=None,
                                  image_size_flag='eval_image_size',
                                  labels_offset=None)
 flags.DEFINE_integer('max_num_batches', None,
@@ -171,6 +173,13 @@ def checkpoint_dir():
   return os.path.dirname(F.checkpoint_path) or '.'
 
 
+def default_split(dataset_name):
+  """TF-Slim's evaluation split 'test' where the dataset has one, else
+  'validation'."""
+  splits = dataset_factory.get_spec(dataset_name).published_sizes
+  return 'test' if 'test' in splits else 'validation'
+
+
 def report(results, dataset, eval_dir):
   """Prints the `name = value` lines and the per-class results; with an
   eval_dir, writes the CSV files and the confusion matrix image there."""
@@ -255,12 +264,15 @@ def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     exported = F.saved_model or F.tflite_model
+    script_flags.expand_paths('checkpoint_path', 'eval_dir', 'dataset_dir',
+                              'saved_model', 'tflite_model')
     if not exported:
+      script_flags.apply_training_record(F.checkpoint_path)
       classifier.image_network_info(F.model_name)
     script_flags.check_flags(required=['dataset_dir'],
                              at_least_one=['batch_size'])
-    script_flags.expand_paths('checkpoint_path', 'eval_dir', 'dataset_dir',
-                              'saved_model', 'tflite_model')
+    if F.dataset_split_name is None:
+      F.dataset_split_name = default_split(F.dataset_name)
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
     if exported:
@@ -296,7 +308,12 @@ def main(_):
           results = estimator.evaluate(
               input_fn, steps=steps, checkpoint_path=checkpoint,
               summary_dir=eval_dir,
-              hooks=[progress.EvaluationProgressHook(steps, F.log_every_n_secs),
+              hooks=[fine_tuning.CheckpointFitHook(
+                  checkpoint, num_classes=params.num_classes,
+                  image_size=(F.eval_image_size or classifier.image_network_info(
+                      F.model_name).default_image_size),
+                  size_flag='--eval_image_size'),
+                     progress.EvaluationProgressHook(steps, F.log_every_n_secs),
                      StopOnSignalHook(signals)])
         except (ValueError, tf.errors.NotFoundError):  # before / while restoring
           if not F.wait_for_checkpoints or est.checkpoint_exists(checkpoint):
@@ -323,4 +340,5 @@ def main(_):
 
 
 if __name__ == '__main__':
+  script_flags.use_grouped_help()
   app.run(lambda argv: sys.exit(main(argv)))

@@ -30,9 +30,9 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
-from classification import script_flags
 from datasets import dataset_utils
 from serving import exporter
+import script_flags
 
 F = flags.FLAGS
 
@@ -68,6 +68,7 @@ def main(_):
     if F.checkpoint_path:
       checkpoint = fine_tuning.resolve_checkpoint(
           dataset_utils.expand_path(F.checkpoint_path))
+      script_flags.apply_training_record(checkpoint)
     args = script_flags.network_args(checkpoint)
     if F.num_classes and not F['dataset_name'].present:
       args['dataset_name'] = None  # --num_classes instead of the default
@@ -92,4 +93,5 @@ def main(_):
 
 
 if __name__ == '__main__':
+  script_flags.use_grouped_help()
   app.run(lambda argv: sys.exit(main(argv)))

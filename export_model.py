@@ -33,9 +33,9 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
-from classification import script_flags
 from datasets import dataset_factory
 from serving import exporter
+import script_flags
 
 tf1 = tf.compat.v1
 F = flags.FLAGS
@@ -75,9 +75,10 @@ def calibration_images(spec):
 
 
 def check_flags():
-  script_flags.check_flags(
-      required=['checkpoint_path', 'model_name', 'export_dir'])
+  script_flags.check_flags(required=['checkpoint_path', 'export_dir'])
   script_flags.expand_paths('checkpoint_path', 'dataset_dir', 'export_dir')
+  script_flags.apply_training_record(F.checkpoint_path)
+  script_flags.check_flags(required=['model_name'])
   if F.format != 'tflite' and F.quantize != 'none':
     raise ValueError('--quantize=%s applies to --format=tflite only' %
                      F.quantize)
@@ -126,4 +127,5 @@ def main(_):
 
 
 if __name__ == '__main__':
+  script_flags.use_grouped_help()
   app.run(lambda argv: sys.exit(main(argv)))

@@ -17,8 +17,10 @@ step N; checkpoint <path>` and exit status 128 + the signal's number (143,
 time (its trainer.lock); it resumes from the newest readable checkpoint.
 
 Every --log_every_n_steps steps it prints `step N/max (p%): loss = x (y
-images/sec; z images/step), ETA t`; TensorBoard summaries go to train_dir
-(`tensorboard --logdir` it, see README "Watching training").
+images/sec; z images/step = c clones x b), ETA t`; TensorBoard summaries go
+to train_dir (`tensorboard --logdir` it, see README "Watching training"),
+and training.json, how the checkpoints were trained, which evaluation,
+export and classification read.
 """
 import os
 import sys
@@ -34,12 +36,13 @@ import tensorflow as tf
 from classification import classifier
 from classification import fine_tuning
 from classification import progress
-from classification import script_flags
+from classification import training_record
 from datasets import dataset_factory
 from deployment import cluster
 from deployment import model_deploy
 from runner import estimator as est
 from runner import faults
+import script_flags
 
 F = flags.FLAGS
 
@@ -119,6 +122,8 @@ def build_estimator(dataset, task):
       # --weight_decay, --label_smoothing, --moving_average_decay, ...
       **script_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()
+  for line in params.optimizer.warnings():
+    print('train_image_classifier: warning: %s' % line, file=sys.stderr)
   if F.checkpoint_path:
     fine_tuning.resolve_checkpoint(F.checkpoint_path)
   script_flags.check_flags(at_least_one=['save_summaries_steps',
@@ -141,6 +146,21 @@ def build_estimator(dataset, task):
                        report=progress.print_now)
 
 
+def how_trained(dataset):
+  """The training record (classification/training_record.py) of this run:
+  what eval, export and classify take from the train_dir by default."""
+  info = classifier.image_network_info(F.model_name)
+  return dict(
+      model_name=F.model_name,
+      image_size=F.train_image_size or info.default_image_size,
+      preprocessing_name=F.preprocessing_name or info.preprocessing_name,
+      use_grayscale=F.use_grayscale,
+      num_classes=dataset.num_classes - F.labels_offset,
+      labels_offset=F.labels_offset, dataset_name=F.dataset_name,
+      dataset_dir=(F.dataset_dir if '://' in F.dataset_dir
+                   else os.path.abspath(F.dataset_dir)))
+
+
 def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
@@ -161,8 +181,25 @@ def main(_):
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
         **script_flags.input_args())
-    sys.stdout.flush()
-    estimator.train(input_fn, max_steps=F.max_number_of_steps)
+    resumed = estimator.latest_checkpoint()
+    resumed_step = est.global_step_of(resumed) if resumed else 0
+    if (resumed and F.max_number_of_steps is not None and
+        resumed_step >= F.max_number_of_steps):
+      print('%s is already at step %d (--max_number_of_steps=%d): nothing '
+            'to train; raise --max_number_of_steps or pass another '
+            '--train_dir' % (F.train_dir, resumed_step, F.max_number_of_steps),
+            flush=True)
+      return 0
+    sys.stdout.flush()  # the runner says which checkpoint it resumes from
+    record = how_trained(dataset)
+    hooks = []
+    if resumed:  # a Saver restores misfit shapes, and the first matmul fails
+      hooks.append(fine_tuning.CheckpointFitHook(
+          resumed, num_classes=record['num_classes'],
+          image_size=record['image_size'], size_flag='--train_image_size'))
+    estimator.train(input_fn, max_steps=F.max_number_of_steps, hooks=hooks,
+                    saving_listeners=[training_record.RecordWriter(
+                        F.train_dir, record, resumed_step)])
   except faults.Stopped as e:
     progress.print_now(str(e))
     return e.exit_status
@@ -191,4 +228,5 @@ def last_line(estimator, task):
 
 
 if __name__ == '__main__':
+  script_flags.use_grouped_help()
   app.run(lambda argv: sys.exit(main(argv)))

@@ -126,6 +126,11 @@ def image_network_info(model_name):
   return info
 
 
+# TF-Slim's evaluation metric Recall_5: whether the label is among the 5
+# best classes.
+RECALL_K = 5
+
+
 def model_fn(features, labels, mode, params, config=None):
   """Classification model_fn; params['classifier'] is a ClassifierParams;
   config (the RunConfig) says whether this task is the chief."""
@@ -184,6 +189,10 @@ def model_fn(features, labels, mode, params, config=None):
     _network_summaries(
         model.clones[0].outputs[0] if p.summarize_activations else {},
         slim.get_model_variables())
+    if p.checkpoint_path or p.trainable_scopes:
+      progress.print_now(fine_tuning.trainable_line(
+          optimization.variables_to_train(p.trainable_scopes),
+          p.trainable_scopes))
     init_fn = None
     if p.checkpoint_path:
       exclude_scopes, why = info.fine_tuning_exclusions(
@@ -200,7 +209,7 @@ def model_fn(features, labels, mode, params, config=None):
         p.num_classes))
     hooks.append(progress.TrainingProgressHook(
         model.total_loss, images_per_batch, p.log_every_n_steps,
-        max_steps=p.max_steps,
+        max_steps=p.max_steps, clones=p.deployment.num_clones,
         # images_per_sec goes beside the chief's other summaries.
         summary_dir=(config.model_dir if config is not None and config.is_chief
                      else None)))
@@ -232,12 +241,13 @@ def model_fn(features, labels, mode, params, config=None):
   loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
   metrics = {
       'Accuracy': tf1.metrics.accuracy(labels, predictions['classes']),
-      'Recall_5': tf1.metrics.recall_at_k(labels, logits,
-                                          min(5, p.num_classes)),
       # An array: printed and plotted by eval_report, not a `name = value`.
       'confusion_matrix': eval_report.confusion_matrix_metric(
           labels, predictions['classes'], p.num_classes),
   }
+  if p.num_classes > RECALL_K:  # else every label is in the top k: always 1
+    metrics['Recall_%d' % RECALL_K] = tf1.metrics.recall_at_k(labels, logits,
+                                                              RECALL_K)
   return est.EstimatorSpec(mode, predictions=predictions, loss=loss,
                            eval_metric_ops=metrics, scaffold=scaffold)
 

@@ -4,6 +4,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import tf_compat  # noqa: F401
+from classification import training_record
 from nets import nets_factory
 
 tf1 = tf.compat.v1
@@ -35,6 +36,58 @@ def checkpoint_mismatches(checkpoint_shapes, wanted):
   return missing, wrong
 
 
+def shape_mismatches(checkpoint_shapes, wanted):
+  """[(name, shape, checkpoint shape)] of `wanted` ({checkpoint name:
+  shape}) whose shape differs from the checkpoint's {name: shape}."""
+  return [(name, list(shape), list(checkpoint_shapes[name]))
+          for name, shape in wanted.items()
+          if name in checkpoint_shapes and
+          list(shape) != list(checkpoint_shapes[name])]
+
+
+def misfit_message(checkpoint, mismatches, num_classes, image_size,
+                   size_flag):
+  """One line naming the flag at fault for `mismatches` (see
+  shape_mismatches, not empty): the classes (a classifier of another width),
+  grayscale (a first convolution of other input channels) or the image size
+  (anything else: a layer whose input grows with the image, such as
+  CifarNet's or LeNet's fully connected ones)."""
+  name, shape, there = mismatches[0]
+  found = "checkpoint '%s': %s is %s there, %s here" % (checkpoint, name,
+                                                       there, shape)
+  if shape and shape[-1] == num_classes and there[-1] != shape[-1]:
+    return ('%d classes do not fit %s; check --dataset_name/--num_classes and '
+            '--labels_offset' % (num_classes, found))
+  if (len(shape) == 4 and shape[:2] == there[:2] and shape[3] == there[3] and
+      {shape[2], there[2]} == {1, 3}):
+    return ('%d input channel(s) do not fit %s; check --use_grayscale' % (
+        shape[2], found))
+  record, _ = training_record.read(checkpoint)
+  trained = (record or {}).get('image_size')
+  return '%s=%d does not fit %s%s' % (
+      size_flag, image_size, found,
+      '; it was trained at %d (its %s)' % (trained, training_record.FILENAME)
+      if trained else '; pass the size it was trained at')
+
+
+class CheckpointFitHook(tf1.train.SessionRunHook):
+  """Raises ValueError (misfit_message) before a session restores
+  `checkpoint` into a graph whose model variables have other shapes: a
+  Saver restores them anyway and the first matmul fails with a raw
+  "Matrix size-incompatible"."""
+
+  def __init__(self, checkpoint, **describe):
+    self._checkpoint, self._describe = checkpoint, describe
+
+  def begin(self):
+    mismatches = shape_mismatches(
+        dict(tf.train.list_variables(self._checkpoint)),
+        {v.op.name: v.shape.as_list() for v in slim.get_model_variables()})
+    if mismatches:
+      raise ValueError(misfit_message(self._checkpoint, mismatches,
+                                      **self._describe))
+
+
 def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
                       note=''):
   """Scaffold init_fn restoring model variables not excluded, after checking
@@ -62,19 +115,61 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
                      ' missing, first: %s; pass --ignore_missing_vars or '
                      '--checkpoint_exclude_scopes' % (
                          checkpoint, len(missing), ', '.join(missing[:3])))
+  chosen_names = {v.op.name for v in chosen}
+  excluded = [v for v in slim.get_model_variables()
+              if v.op.name not in chosen_names]
   chosen = [v for v in chosen if v.op.name in shapes]
   if not chosen:
     raise ValueError("checkpoint '%s' shares no variable with the network" %
                      checkpoint)
-  tf1.logging.info('Fine-tuning from %s: restoring %d variables', checkpoint,
-                   len(chosen))
+  lines = ['Fine-tuning from %s: restored %s' % (checkpoint,
+                                                 variables_and_scopes(chosen))]
+  if excluded:
+    lines.append(note or 'Not restored: %s (--checkpoint_exclude_scopes=%s)'
+                 % (variables_and_scopes(excluded), ','.join(exclusions)))
+  if missing:
+    lines.append('Not restored: %s, not in the checkpoint '
+                 '(--ignore_missing_vars)' % variables_and_scopes(
+                     [v for v in slim.get_model_variables()
+                      if v.op.name in missing]))
+  if not excluded and not missing:
+    lines.append('Not restored: nothing (every model variable is in the '
+                 'checkpoint with its shape)')
   saver = tf1.train.Saver(chosen)
 
   def init_fn(unused_scaffold, session):
-    if note:
-      print(note, flush=True)
+    # Printed when the restore happens: a run resuming from its own
+    # checkpoint restores nothing from checkpoint_path.
+    for line in lines:
+      print(line, flush=True)
     saver.restore(session, checkpoint)
   return init_fn
+
+
+def variables_and_scopes(variables, depth=2, at_most=8):
+  """'6 variables of LeNet/conv1, LeNet/conv2, LeNet/fc3': the count and the
+  scopes (the first `depth` name components, in order; `at_most` named)."""
+  scopes = []
+  for v in variables:
+    scope = '/'.join(v.op.name.split('/')[:depth])
+    if scope not in scopes:
+      scopes.append(scope)
+  named = ', '.join(scopes[:at_most])
+  if len(scopes) > at_most:
+    named += ' and %d more scopes' % (len(scopes) - at_most)
+  return '%d variable%s of %s' % (len(variables),
+                                  '' if len(variables) == 1 else 's', named)
+
+
+def trainable_line(trained, trainable_scopes):
+  """'Training 2 of 8 variables: ...': which variables the run trains."""
+  everything = tf1.trainable_variables()
+  if not trainable_scopes:
+    return 'Training all %s (no --trainable_scopes)' % variables_and_scopes(
+        everything)
+  return 'Training %d of %d variables: %s (--trainable_scopes=%s)' % (
+      len(trained), len(everything), variables_and_scopes(trained),
+      ','.join(trainable_scopes))
 
 
 def default_labels_offset(model_name, checkpoint, dataset_classes):

@@ -2,7 +2,8 @@
 run trains.
 
 `OptimizerParams` is the one place their defaults and help are written: the
-training script's flags are generated from its fields (script_flags.py).
+training script's flags are generated from its fields (the top-level
+script_flags.py).
 """
 import dataclasses
 
@@ -62,6 +63,27 @@ class OptimizerParams:
       raise ValueError(zoo_errors.unknown_name_message(
           'learning_rate_decay_type', self.learning_rate_decay_type,
           DECAY_TYPES))
+
+
+  def warnings(self):
+    """Lines about settings that are valid but likely not meant: TF-Slim's
+    --opt_epsilon default 1.0 (kept: its Inception recipes use it with
+    RMSProp) divides small gradients' steps down to almost nothing with Adam
+    and RMSProp, whose usual epsilons are 1e-8 and 1e-10."""
+    if (self.optimizer in ('adam', 'rmsprop') and
+        self.opt_epsilon >= LARGE_EPSILON):
+      return ['--opt_epsilon=%g is large for --optimizer=%s: a step is about '
+              'learning_rate x gradient / (sqrt(mean squared gradient) + '
+              'epsilon), so small gradients barely move the weights (TF-Slim\'s '
+              'default, used by its Inception recipes with RMSProp; %s usually '
+              'takes --opt_epsilon=%s)' % (
+                  self.opt_epsilon, self.optimizer, self.optimizer,
+                  '1e-8' if self.optimizer == 'adam' else '1e-10')]
+    return []
+
+
+# An --opt_epsilon from which warnings() speaks up.
+LARGE_EPSILON = 0.1
 
 
 def configure_learning_rate(p, num_samples_per_epoch, images_per_step,

@@ -3,9 +3,13 @@
 Training logs every `--log_every_n_steps` steps (TF-Slim's cadence):
 
     step 300/800 (37%): loss = 0.1075 (1171.5 images/sec; 50 images/step), ETA 26s
+    step 300/800 (37%): loss = 0.1075 (1171.5 images/sec; 32 images/step = 2 clones x 16), ETA 26s
 
-with the fraction and the ETA when the last step is known, and writes the
-same images/sec to TensorBoard as `images_per_sec`. Evaluation logs its first
+with the fraction and the ETA when the last step is known (and the clones
+sharing a step's batch), and writes the same images/sec to TensorBoard as
+`images_per_sec`. The chief's last step also computes the final summaries
+(TF-Slim's histograms of every activation and variable), so its line's rate
+says `images/sec incl. the final summaries`: not a slowdown of training. Evaluation logs its first
 batch, then at most one line every `every_secs` seconds, and its last batch:
 
     eval: batch 2/4 (50%), ETA 1s
@@ -50,14 +54,15 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
   `summary_dir`'s event file (None: no summary, e.g. on a non-chief worker).
 
   `loss` and `images` are tensors fetched with every step: `images` is the
-  number of images the step took, all clones together. The ETA is the steps
+  number of images the step took, all `clones` together. The ETA is the steps
   left times the mean time of the steps after the first one (which includes
   the start-up; a line at the first step can only use it).
   """
 
   def __init__(self, loss, images, every_n_steps, max_steps=None,
-               summary_dir=None, log=print_now, clock=time.time):
+               summary_dir=None, log=print_now, clock=time.time, clones=1):
     self._loss, self._images_tensor = loss, images
+    self._clones = clones
     self._every = max(int(every_n_steps or 1), 1)
     self._max_steps, self._summary_dir = max_steps, summary_dir
     self._log, self._clock = log, clock
@@ -100,9 +105,17 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
     self._count, self._images, self._since = 0, 0, now
 
   def line(self, step, loss, rate, images, now, recent_per_step):
-    text = 'step %s: loss = %.4f (%.1f images/sec; %d images/step)' % (
+    per_step = '%d images/step' % images
+    if self._clones > 1:
+      per_step += (' = %d clones x %d' % (self._clones, images // self._clones)
+                   if images % self._clones == 0
+                   else ' over %d clones' % self._clones)
+    final = ' incl. the final summaries' if (
+        self._summary_dir and self._max_steps and
+        step >= self._max_steps) else ''
+    text = 'step %s: loss = %.4f (%.1f images/sec%s; %s)' % (
         fraction(step, self._max_steps) if self._max_steps else step, loss,
-        rate, images)
+        rate, final, per_step)
     if not self._max_steps:
       return text
     first_step, first_time = self._first_done

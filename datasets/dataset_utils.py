@@ -28,6 +28,7 @@ import numpy as np
 import PIL.Image
 
 import tf_compat  # noqa: F401
+import zoo_errors
 import tensorflow as tf
 
 from datasets.registry import Conversion, Split, shard_count
@@ -242,12 +243,20 @@ def metadata_labels(content):
 
 
 def count_records(path):
-  """Records in a TFRecord file; raises ValueError naming a damaged file."""
+  """Records in a TFRecord file; raises ValueError naming a damaged file.
+
+  Read by a TFRecordDataset in a graph of its own (the same in eager and
+  graph mode): tf_record_iterator is deprecated and would say so on the
+  terminal."""
   try:
-    return sum(1 for _ in tf.compat.v1.io.tf_record_iterator(path))
+    with tf.Graph().as_default():
+      count = tf.data.TFRecordDataset(path).reduce(
+          tf.constant(0, tf.int64), lambda n, _: n + 1)
+      with tf.compat.v1.Session() as session:
+        return int(session.run(count))
   except tf.errors.OpError as e:
     raise ValueError('%s is damaged (%s); delete it and convert again'
-                     % (path, e.message.splitlines()[0])) from None
+                     % (path, zoo_errors.one_line(e))) from None
 
 
 def shard_entry(path, records=None):

@@ -362,7 +362,9 @@ def _read_where_it_lives(variable):
   colocation of the caller (a copy's device, a slot's colocation with its
   copy) pins it elsewhere, which TensorFlow's placer would refuse for a
   resource read."""
-  with tf1.colocate_with(None, ignore_existing=True):
+  # Graph.colocate_with: tf1.colocate_with is the same, with a deprecation
+  # notice on the terminal.
+  with tf1.get_default_graph().colocate_with(None, ignore_existing=True):
     return tf.identity(variable.read_value())
 
 
@@ -391,7 +393,7 @@ class _Copies(object):
     initial = _read_where_it_lives(variable)
     # device(None) drops the deployment's device function, which would send
     # the copy to the variables device.
-    with tf1.colocate_with(None, ignore_existing=True), tf1.device(None), \
+    with graph.colocate_with(None, ignore_existing=True), tf1.device(None), \
         tf1.device(self.device), graph.name_scope(''):
       copy = tf1.Variable(initial, name=self.prefix + variable.op.name,
                           trainable=False, dtype=variable.dtype.base_dtype,
@@ -658,10 +660,17 @@ def optimize_clones(clones, optimizer, regularization_losses=None,
   every clone, clone 0's first, for one `apply_gradients` under
   `replica_slots(clones)` (as `build_train_op` does).
   """
-  if regularization_losses is None:
-    regularization_losses = tf1.losses.get_regularization_losses()
   replicated = ((config is not None and config.replicated) or
                 any(clone.copies is not None for clone in clones))
+  if regularization_losses is None:
+    regularization_losses = tf1.losses.get_regularization_losses()
+    if replicated:
+      # Each clone's copies add their own regularizers; the model's are clone
+      # 0's (the others' copies are equal, and the gradients differentiate by
+      # clone 0's only), so the reported loss counts the model once.
+      others = tuple(c.scope + '/' for c in clones[1:] if c.scope)
+      regularization_losses = [l for l in regularization_losses
+                               if not l.op.name.startswith(others)]
   if replicated:
     originals = kwargs.pop('var_list', None)
     if originals is None:

@@ -220,11 +220,13 @@ def build_serving_graph(spec):
 
 
 # -- checkpoints -------------------------------------------------------------
-def restore_variables(session, checkpoint, model_name, variables=None):
+def restore_variables(session, checkpoint, model_name, variables=None,
+                      spec=None):
   """Restores `variables` (default: all) from `checkpoint`, with their moving
   averages when every trainable one has them; returns whether it did.
 
-  Raises ValueError naming the checkpoint when it does not fit the network.
+  Raises ValueError naming the checkpoint when it does not fit the network
+  (with the ModelSpec `spec`, naming the flag at fault).
   """
   variables = tf1.global_variables() if variables is None else variables
   shapes = dict(tf.train.list_variables(checkpoint))
@@ -249,10 +251,15 @@ def restore_variables(session, checkpoint, model_name, variables=None):
         '--model_name?' % (checkpoint, model_name, len(missing),
                            len(to_restore), ', '.join(missing[:3])))
   if wrong:
+    if spec is not None:
+      raise ValueError(fine_tuning.misfit_message(
+          checkpoint, fine_tuning.shape_mismatches(shapes, {
+              name: v.shape.as_list() for name, v in to_restore.items()}),
+          spec.num_classes, spec.image_size, '--image_size'))
     raise ValueError(
         "checkpoint '%s' does not match the network %s: %d variable(s) with "
         'other shapes, first: %s; check --dataset_name/--num_classes, '
-        '--labels_offset and --use_grayscale' % (
+        '--labels_offset, --use_grayscale and --image_size' % (
             checkpoint, model_name, len(wrong), '; '.join(wrong[:3])))
   if to_restore:
     tf1.train.Saver(to_restore).restore(session, checkpoint)
@@ -279,8 +286,8 @@ class RestoredGraph(object):
       self.session = tf1.Session(graph=self.graph)
       self.moving_averages = False
       if checkpoint:
-        self.moving_averages = restore_variables(self.session, checkpoint,
-                                                 spec.model_name)
+        self.moving_averages = restore_variables(
+            self.session, checkpoint, spec.model_name, spec=spec)
       else:
         self.session.run(tf1.global_variables_initializer())
     self.global_step = checkpoint_step(checkpoint)
@@ -475,7 +482,8 @@ def export_inference_graph(spec, output_file, batch_size=None,
     averaged = False
     if checkpoint:
       with tf1.Session() as session:
-        averaged = restore_variables(session, checkpoint, spec.model_name)
+        averaged = restore_variables(session, checkpoint, spec.model_name,
+                                     spec=spec)
         graph_def = (
             constants.convert_variables_to_constants_from_session_graph(
                 session, graph_def, ['logits', 'probabilities']))

@@ -248,10 +248,10 @@ def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
              num_readers=reader.NUM_READERS,
              num_preprocessing_threads=reader.NUM_PREPROCESSING_THREADS,
              progress=None):
-  """{'Accuracy', 'Recall_5', 'confusion_matrix', 'images'} of `model` on a
-  dataset split (a descriptor), read and preprocessed as
-  eval_image_classifier.py does for checkpoints; `progress.batch_done()` is
-  called after each batch."""
+  """{'Accuracy', 'Recall_5' (with more than 5 classes), 'confusion_matrix',
+  'images'} of `model` on a dataset split (a descriptor), read and
+  preprocessed as eval_image_classifier.py does for checkpoints;
+  `progress.batch_done()` is called after each batch."""
   spec = model.spec
   if dataset.num_classes - labels_offset != spec.num_classes:
     raise ValueError(
@@ -293,5 +293,8 @@ def evaluate(model, dataset, batch_size, labels_offset=0, max_num_batches=None,
   if not seen:
     raise ValueError('%s/%s gave no images' % (dataset.name,
                                                dataset.split_name))
-  return {'Accuracy': correct / seen, 'Recall_5': in_top_k / seen,
-          'confusion_matrix': confusion, 'images': seen}
+  results = {'Accuracy': correct / seen, 'confusion_matrix': confusion,
+             'images': seen}
+  if spec.num_classes > classifier.RECALL_K:  # as the checkpoint's metrics
+    results['Recall_%d' % classifier.RECALL_K] = in_top_k / seen
+  return results

@@ -397,9 +397,10 @@ def test_checkpoint_of_another_network_is_refused(lenet, tmp_path):
                      r'first: CifarNet/'):
     exporter.RestoredGraph(spec, lenet[0])
   spec = exporter.make_spec('lenet', num_classes=7, use_grayscale=True)
-  with pytest.raises(ValueError, match=r'2 variable\(s\) with other shapes, '
-                     r'first: LeNet/fc4/weights \[1024, 7\] \(checkpoint: '
-                     r'\[1024, 10\]\); .*; check --dataset_name/--num_classes'):
+  with pytest.raises(ValueError, match=r"^7 classes do not fit checkpoint "
+                     r"'.*': LeNet/fc4/weights is \[1024, 10\] there, "
+                     r'\[1024, 7\] here; check --dataset_name/--num_classes '
+                     r'and --labels_offset$'):
     exporter.RestoredGraph(spec, lenet[0])
 
 

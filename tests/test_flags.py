@@ -9,7 +9,7 @@ from absl import flags
 
 from classification import classifier
 from classification import optimization
-from classification import script_flags
+import script_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ('train_image_classifier', 'eval_image_classifier', 'export_model',
@@ -49,11 +49,11 @@ def test_given_flags_reach_the_params():
 def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
   train, evaluate = flags.FlagValues(), flags.FlagValues()
   script_flags.define_shared_flags(32, 'train', 'train_image_size', 0, train)
-  script_flags.define_shared_flags(100, 'test', 'eval_image_size', None,
+  script_flags.define_shared_flags(100, None, 'eval_image_size', None,
                                    evaluate)
   train(['train']), evaluate(['eval'])
   assert (train.batch_size, train.dataset_split_name) == (32, 'train')
-  assert (evaluate.batch_size, evaluate.dataset_split_name) == (100, 'test')
+  assert (evaluate.batch_size, evaluate.dataset_split_name) == (100, None)
   assert train.train_image_size is evaluate.eval_image_size is None
   shared = {name: train[name].default for name in train}
   assert dict(shared, eval_image_size=None) == dict(
@@ -99,7 +99,7 @@ def _generated_reads(source):
 
 
 def test_every_flag_of_every_script_is_read():
-  with open(os.path.join(ROOT, 'classification', 'script_flags.py')) as f:
+  with open(os.path.join(ROOT, 'script_flags.py')) as f:
     shared_source = f.read()
   unread = {}
   for script in SCRIPTS:

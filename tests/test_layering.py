@@ -6,7 +6,8 @@ read, tested and reused without the ones above it:
 with datasets, preprocessing and nets as leaves under classification (they
 import only the platform and nets). The platform is the top-level tf_compat,
 quiet_tensorflow, zoo_errors and zoo_plugins; every other top-level module is
-a script.
+a script or, as script_flags (the scripts' flag definitions), shared by the
+scripts only: the top layer, which no package imports.
 """
 import ast
 import os
@@ -84,6 +85,7 @@ def test_every_import_follows_the_package_order():
   sources, scripts = _sources()
   assert {'classification', 'serving', 'runner', 'deployment',
           'platform'} <= set(sources.values())
+  assert sources['script_flags.py'] == 'scripts'
   found = []
   for path, layer in sorted(sources.items()):
     with open(os.path.join(ROOT, path)) as f:

@@ -78,8 +78,8 @@ def test_two_clones_take_batch_size_images_each_per_step(digits_dir, tmp_path):
                 '--log_every_n_steps=1')
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert est.global_step_of(tf.train.latest_checkpoint(train_dir)) == 3
-  steps = re.findall(r'^step (\d+)/3 .*; (\d+) images/step\), ETA \w+$',
-                     trained.stdout, re.M)
+  steps = re.findall(r'^step (\d+)/3 .*; (\d+) images/step = 2 clones x 8\), '
+                     r'ETA \w+$', trained.stdout, re.M)
   assert steps == [('1', '16'), ('2', '16'), ('3', '16')], trained.stdout
 
 

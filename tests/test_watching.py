@@ -40,9 +40,10 @@ EVAL = os.path.join(ROOT, 'eval_image_classifier.py')
 STEPS = 20
 ESSENTIAL_SCALARS = ('losses/total', 'losses/clone_0', 'learning_rate',
                      'images_per_sec', 'Accuracy')
+# The last line's rate also covers the final summaries (and says so).
 PROGRESS = re.compile(r'^step (\d+)/20 \((\d+)%\): loss = ([\d.]+) '
-                      r'\(([\d.]+) images/sec; 50 images/step\), ETA (\w+)$',
-                      re.M)
+                      r'\(([\d.]+) images/sec(?: incl\. the final summaries)?; '
+                      r'50 images/step\), ETA (\w+)$', re.M)
 
 
 def run(script, *args, env=None, timeout=600):
@@ -652,3 +653,25 @@ def test_summary_periods_hold_whichever_side_of_the_increment_the_step_is_read(
                      types.SimpleNamespace(results=results))
     hook.end()
   assert saved == [1, 5, 9, 10]
+
+
+def test_training_progress_labels_the_final_summaries_and_the_clones(
+    tmp_path):
+  clock, lines, context = _Clock(), [], _RunContext()
+  hook = progress.TrainingProgressHook(None, None, 2, max_steps=4,
+                                       summary_dir=str(tmp_path),
+                                       log=lines.append, clock=clock, clones=2)
+  with tf.Graph().as_default():
+    tf1.train.get_or_create_global_step()
+    hook.begin()
+  for _ in range(4):
+    hook.before_run(context)
+    clock.now += 1.0
+    context.step += 1
+    hook.after_run(context, tf1.train.SessionRunValues(
+        results=[0.5, 32], options=None, run_metadata=None))
+  assert [l.split(': ', 1)[1] for l in lines] == [
+      'loss = 0.5000 (32.0 images/sec; 32 images/step = 2 clones x 16), '
+      'ETA 2s',
+      'loss = 0.5000 (32.0 images/sec incl. the final summaries; 32 '
+      'images/step = 2 clones x 16), ETA 0s']

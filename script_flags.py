@@ -4,16 +4,20 @@ and help.
 train_image_classifier.py and eval_image_classifier.py call
 `define_shared_flags` with the defaults TF-Slim's scripts disagree on
 (--batch_size 32 to train, 100 to evaluate; --dataset_split_name train /
-test; --train_image_size / --eval_image_size), and define only their own
-flags beside it. The export scripts and classify_image.py call
-`define_network_flags` (which network, trained on which data); all read
-them back with `network_args` and check them with `check_flags`. Flags that
+the dataset's test or validation; --train_image_size / --eval_image_size),
+and define only their own flags beside it. The export scripts and
+classify_image.py call `define_network_flags` (which network, trained on
+which data); all read them back with `network_args` and check them with
+`check_flags`; the scripts that read a checkpoint take the flags not given
+from its training record (`apply_training_record`). Flags that
 are fields of a params dataclass (the optimizer's, the model_fn's) are
 generated from the field by `define_flags_of`, so a default is written
 once, next to the code that reads it, and read back with
 `params_from_flags`.
 """
 import dataclasses
+import os
+import sys
 import typing
 
 from absl import flags
@@ -22,6 +26,7 @@ import tensorflow as tf
 from classification import classifier
 from classification import fine_tuning
 from classification import optimization
+from classification import training_record
 from datasets import dataset_utils
 from datasets import reader
 from deployment import session_options
@@ -84,7 +89,9 @@ def define_shared_flags(batch_size, dataset_split_name, image_size_flag,
   define_network_flags('inception_v3', 'imagenet', image_size_flag,
                        labels_offset=labels_offset, flag_values=flag_values)
   flags.DEFINE_string('dataset_split_name', dataset_split_name,
-                      'Split of the dataset to read.', **on)
+                      'Split of the dataset to read.%s' % (
+                          '' if dataset_split_name else " Unset: 'test' where "
+                          "the dataset has one, else 'validation'."), **on)
   flags.DEFINE_integer('num_readers', reader.NUM_READERS,
                        'Shards read in parallel.', **on)
   flags.DEFINE_integer('num_preprocessing_threads',
@@ -142,6 +149,58 @@ def network_args(checkpoint=None):
       preprocessing_name=(F['preprocessing_name'].value
                           if 'preprocessing_name' in F else None),
       use_grayscale=F.use_grayscale)
+
+
+# The flags a training record (classification/training_record.py) sets when
+# they are not given, by record field; the image size goes to the script's
+# own size flag. A recorded dataset is not used when --num_classes is given.
+RECORDED_FLAGS = ('model_name', 'image_size', 'preprocessing_name',
+                  'use_grayscale', 'labels_offset', 'dataset_name',
+                  'dataset_dir')
+DATASET_FIELDS = ('labels_offset', 'dataset_name', 'dataset_dir')
+
+
+def apply_training_record(checkpoint):
+  """Flags not given take their values from the training record beside
+  `checkpoint` (a file prefix or a train_dir), printed in one line when they
+  change a default; returns the record, or None when there is none. A given
+  --model_name other than the record's is refused, naming both (the
+  checkpoint's variables are another network's); other given flags win (a
+  size the checkpoint's layers cannot take is found when it is restored:
+  fine_tuning.misfit_message)."""
+  if not checkpoint:
+    return None
+  record, path = training_record.read(checkpoint)
+  if record is None:
+    return None
+  size_flag = next(size for size in IMAGE_SIZE_FLAGS if size in F)
+  num_classes_given = 'num_classes' in F and F['num_classes'].present
+  # What an unset flag would have meant: a record equal to it is not news.
+  implied = {'labels_offset': 0}
+  if record.get('model_name'):
+    info = classifier.image_network_info(record['model_name'])
+    implied.update(image_size=info.default_image_size,
+                   preprocessing_name=info.preprocessing_name)
+  changed = []
+  for field in RECORDED_FLAGS:
+    flag = size_flag if field == 'image_size' else field
+    if (flag not in F or record.get(field) is None or
+        (num_classes_given and field in DATASET_FIELDS)):
+      continue
+    if F[flag].present:
+      if field == 'model_name' and F[flag].value != record[field]:
+        raise ValueError(
+            '--model_name=%s disagrees with the checkpoint: %s says it is a '
+            '%s; drop the flag (or pass another --checkpoint_path)' % (
+                F[flag].value, path, record[field]))
+      continue
+    if F[flag].value != record[field]:
+      if record[field] != implied.get(field, F[flag].value):
+        changed.append('--%s=%s' % (flag, record[field]))
+      setattr(F, flag, record[field])
+  if changed:
+    print('As trained (%s): %s' % (path, ' '.join(changed)), flush=True)
+  return record
 
 
 def resolve_labels_offset(checkpoint, dataset_classes):
@@ -222,3 +281,58 @@ def optimizer_params(flag_values=F):
 def split_scopes(text):
   """'a, b' -> ['a', 'b']; None or '' -> []."""
   return [s.strip() for s in (text or '').split(',') if s.strip()]
+
+
+# --help: every flag the script reads, in groups (absl's own --help lists
+# only the flags the script file defines; --helpfull adds absl's and
+# TensorFlow's). Flags of no group are listed under the script's name.
+HELP_GROUPS = (
+    ('Network and data', (
+        'model_name', 'dataset_name', 'dataset_dir', 'dataset_split_name',
+        'labels_offset', 'num_classes') + IMAGE_SIZE_FLAGS + (
+            'preprocessing_name', 'use_grayscale', 'num_readers',
+            'num_preprocessing_threads', 'checkpoint_path')),
+    ('Batch and devices', (
+        'batch_size', 'num_clones', 'clone_on_cpu', 'variable_update',
+        'precision', 'intra_op_threads', 'inter_op_threads')),
+    ('Optimizer and learning rate', tuple(
+        f.name for f in dataclasses.fields(optimization.OptimizerParams)
+        if f.name not in ('sync_replicas', 'replicas_to_aggregate'))),
+    ('Training', ('train_dir', 'max_number_of_steps', 'weight_decay',
+                  'label_smoothing', 'moving_average_decay', 'random_seed',
+                  'log_every_n_steps', 'save_summaries_secs',
+                  'save_summaries_steps', 'save_interval_secs')),
+    ('Fine-tuning', ('checkpoint_exclude_scopes', 'trainable_scopes',
+                     'ignore_missing_vars')),
+    ('Cluster', ('master', 'worker_replicas', 'num_ps_tasks', 'task',
+                 'ps_hosts', 'worker_hosts', 'job_name', 'sync_replicas',
+                 'replicas_to_aggregate')),
+)
+
+
+def grouped_help(flag_values=F, script=None):
+  """The text --help prints after the script's docstring: the flags of the
+  script and of this module, by HELP_GROUPS, the rest under the script."""
+  script = script or sys.argv[0]
+  by_module = flag_values.flags_by_module_dict()
+  own = {}
+  for module in (__name__, script):
+    for flag in by_module.get(module, ()):
+      own[flag.name] = flag
+  lines = []
+  for title, names in HELP_GROUPS + (
+      (os.path.basename(script), tuple(sorted(own))),):
+    chosen = [own.pop(name) for name in names if name in own]
+    if chosen:
+      lines.append('\n%s:' % title)
+      flag_values._render_flag_list(chosen, lines, '  ')  # pylint: disable=protected-access
+  lines.append('\n-v N (--verbosity=N) shows TensorFlow\'s own logs at absl '
+               'level N.')
+  return '\n'.join(lines)
+
+
+def use_grouped_help(flag_values=F):
+  """Makes --help (and -h, --helpshort) print grouped_help: absl prints
+  FlagValues.main_module_help(), replaced on this instance."""
+  flag_values.__dict__['main_module_help'] = (
+      lambda: grouped_help(flag_values))
