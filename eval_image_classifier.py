@@ -176,7 +176,7 @@ def checkpoint_dir():
 def default_split(dataset_name):
   """TF-Slim's evaluation split 'test' where the dataset has one, else
   'validation'."""
-  splits = dataset_factory.get_spec(dataset_name).published_sizes
+  splits = dataset_factory.get_info(dataset_name).splits or {}
   return 'test' if 'test' in splits else 'validation'
 
 

@@ -195,7 +195,7 @@ def main(_):
     hooks = []
     if resumed:  # a Saver restores misfit shapes, and the first matmul fails
       hooks.append(fine_tuning.CheckpointFitHook(
-          resumed, num_classes=record['num_classes'],
+          lambda: estimator.resumed_from, num_classes=record['num_classes'],
           image_size=record['image_size'], size_flag='--train_image_size'))
     estimator.train(input_fn, max_steps=F.max_number_of_steps, hooks=hooks,
                     saving_listeners=[training_record.RecordWriter(

@@ -77,14 +77,20 @@ class CheckpointFitHook(tf1.train.SessionRunHook):
   "Matrix size-incompatible"."""
 
   def __init__(self, checkpoint, **describe):
+    # `checkpoint` may be a callable, read when the graph is final: training
+    # learns only then which readable checkpoint the runner restores.
     self._checkpoint, self._describe = checkpoint, describe
 
   def begin(self):
+    checkpoint = (self._checkpoint() if callable(self._checkpoint)
+                  else self._checkpoint)
+    if not checkpoint:
+      return
     mismatches = shape_mismatches(
-        dict(tf.train.list_variables(self._checkpoint)),
+        dict(tf.train.list_variables(checkpoint)),
         {v.op.name: v.shape.as_list() for v in slim.get_model_variables()})
     if mismatches:
-      raise ValueError(misfit_message(self._checkpoint, mismatches,
+      raise ValueError(misfit_message(checkpoint, mismatches,
                                       **self._describe))
 
 

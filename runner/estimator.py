@@ -517,6 +517,7 @@ class Estimator(object):
     self._params = dict(params or {})
     self._report = report or (lambda line: tf1.logging.info('%s', line))
     self.steps_run = 0  # train's last call: the steps this task ran
+    self.resumed_from = None  # train's last call: the checkpoint it restored
 
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: self._config)
@@ -609,6 +610,7 @@ class Estimator(object):
           tf1.logging.info('Skipping training: step %d >= max_steps %d',
                            done, max_steps)
           return self
+      self.resumed_from = resume  # what this train call restores
       if resume and self._config.is_chief:
         self._report('Resuming from %s (step %d)' % (resume,
                                                      global_step_of(resume)))

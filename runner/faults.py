@@ -134,10 +134,9 @@ def checkpoint_candidates(directory):
   state = tf.train.get_checkpoint_state(directory)
   listed = []
   if state is not None:
+    # get_checkpoint_state has already joined relative paths to `directory`.
     for path in list(state.all_model_checkpoint_paths) + [
         state.model_checkpoint_path]:
-      if path and not os.path.isabs(path):
-        path = os.path.join(directory, path)
       if path and path not in listed:
         listed.append(path)
   newest_listed = max([_step_of_name(p) for p in listed], default=None)

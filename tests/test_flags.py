@@ -43,7 +43,7 @@ def test_given_flags_reach_the_params():
       classifier.ClassifierParams, flag_values=values) == {
           'weight_decay': 0.0, 'label_smoothing': 0.0,
           'moving_average_decay': 0.99, 'ignore_missing_vars': False,
-          'log_every_n_steps': 10}
+          'log_every_n_steps': 10, 'async_worker_warmup_steps': 100}
 
 
 def test_shared_flags_keep_tf_slims_train_and_eval_defaults():
