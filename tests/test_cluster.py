@@ -242,15 +242,6 @@ def test_an_evaluator_task_evaluates_the_chiefs_checkpoints(tmp_path):
 
 
 
-@pytest.fixture(scope='module')
-def digits(tmp_path_factory):
-  directory = tmp_path_factory.mktemp('digits')
-  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
-                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
-                 check=True, capture_output=True, timeout=300, cwd=ROOT)
-  return directory
-
-
 def _train_argv(digits, train_dir, steps, *extra):
   return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
           '--model_name=lenet', '--train_dir=%s' % train_dir,

@@ -34,15 +34,6 @@ STEPS, WARMUP = 100, 30
 STEP_LINE = re.compile(r'step (\d+)/\d+ \(\d+%\): loss = (\S+)')
 
 
-@pytest.fixture(scope='module')
-def digits(tmp_path_factory):
-  directory = tmp_path_factory.mktemp('digits')
-  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
-                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
-                 check=True, capture_output=True, timeout=300, cwd=ROOT)
-  return directory
-
-
 def _argv(digits, train_dir, steps=STEPS):
   return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
           '--model_name=lenet', '--train_dir=%s' % train_dir,

@@ -149,16 +149,6 @@ def test_batch_norm_statistics_are_the_chiefs_first_clones_and_replicate_model_f
 
 
 # -- faults, through the script ----------------------------------------------
-@pytest.fixture(scope='module')
-def digits(tmp_path_factory):
-  directory = tmp_path_factory.mktemp('digits')
-  import subprocess
-  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
-                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
-                 check=True, capture_output=True, timeout=300, cwd=ROOT)
-  return directory
-
-
 def _wait_for(predicate, seconds, what):
   deadline = time.time() + seconds
   while time.time() < deadline:
