@@ -807,7 +807,8 @@ def broadcast_from_chief(config, variables):
     local = spec.replace(job=None, replica=None, task=None).to_string()
     if local not in groups:
       groups[local] = next(keys)
-    with tf1.colocate_with(None, ignore_existing=True), tf1.device(None), \
+    with tf1.get_default_graph().colocate_with(None, ignore_existing=True), \
+        tf1.device(None), \
         tf1.device(variable.device), tf1.name_scope(
             'broadcast_from_chief/' + variable.op.name):
       if config.is_chief:

@@ -340,7 +340,7 @@ def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
       tf.train.load_variable(last, name)
     chief = _start(argv, jobs, 'worker', 0)
     tasks.append(chief)
-    _wait_for(lambda: steps(chief) >= 2, 180, 'the restarted chief to train')
+    _wait_for(lambda: steps(chief) >= 2, 300, 'the restarted chief to train')
     restored = re.findall(r'Resuming from (\S+)', chief.output())
     assert restored and restored[0].endswith('model.ckpt-%d' % saved), (
         restored, saved)
