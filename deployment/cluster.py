@@ -219,6 +219,24 @@ class Cluster(object):
       config.experimental.collective_group_leader = self.chief_device
     return config
 
+  def unreachable_peers(self, timeout=2.0):
+    """The other training tasks whose address refuses or does not answer a
+    connection, as 'worker:1 (host:port)'. A collective that fails says only
+    that it failed, or that it timed out, depending on when the peer died;
+    this names the peer. A stopped (hung) process still accepts
+    connections, so it is not listed."""
+    down = []
+    for job in TRAINING_JOBS:
+      for index, address in enumerate(self.jobs.get(job, [])):
+        if (job, index) == (self.task_type, self.task_id):
+          continue
+        host, _, port = address.rpartition(':')
+        try:
+          socket.create_connection((host, int(port)), timeout).close()
+        except OSError:
+          down.append('%s:%d (%s)' % (job, index, address))
+    return down
+
   def __repr__(self):
     return 'Cluster(%r, task=%s:%d)' % (self.jobs, self.task_type,
                                          self.task_id)
@@ -235,7 +253,10 @@ class Cluster(object):
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
       # gRPC binds every interface; TF's own failure says only "Could not
-      # start gRPC server", so the port is tried first to name it.
+      # start gRPC server", so the port is tried first to name it. With
+      # SO_REUSEADDR, as gRPC binds: only a listener makes the port taken,
+      # not the TIME_WAIT connections a killed task leaves behind.
+      probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
       probe.bind(('', port))
     except OSError as e:
       raise ValueError('cannot start %s:%d at %s: port %d is in use (%s)' % (

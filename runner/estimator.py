@@ -248,7 +248,7 @@ class _CollectiveSessionCreator(tf1.train.SessionCreator):
       # making a new session; after a peer failed, TensorFlow aborts this
       # process's collective executor for good ("Restart your program to
       # reset"), so the new session would fail its first step forever.
-      raise RuntimeError(LOST_WORKER)
+      raise _LostWorker()
     self._created = True
     scaffold = self._scaffold
     scaffold.finalize()
@@ -271,18 +271,29 @@ class _CollectiveSessionCreator(tf1.train.SessionCreator):
     return session
 
 
-LOST_WORKER = ('a worker of the collective all-reduce stopped or lost its '
-               'connection; this task stops too: restart every task to resume '
-               'from the last checkpoint')
+class _LostWorker(RuntimeError):
+  """A collective failed because a peer stopped or lost its connection."""
 
 
-def collective_timeout_message(deployment, error, step):
-  """One line for a collective that waited past its timeout."""
-  del error  # TensorFlow's text names only the op
-  return ('a collective all-reduce waited more than %gs for the other '
-          'workers (last checkpoint: step %d): a worker stopped, hangs or '
-          'has not started; this task stops (--collective_timeout_secs)' % (
-              deployment.collective_timeout_secs, step))
+def collective_failure_message(deployment, cluster, step, timed_out):
+  """One line for a collective all-reduce that failed. Whether TensorFlow
+  reports a dead peer as a lost connection or as a timeout depends on the
+  moment it died, so the peers are probed and the ones down are named."""
+  down = cluster.unreachable_peers()
+  if down:
+    return ('%s of the collective all-reduce %s not running (%s address '
+            'refuses connections); this task stops too: restart every task '
+            'to resume from the last checkpoint (step %d)' % (
+                ', '.join(down), 'is' if len(down) == 1 else 'are',
+                'its' if len(down) == 1 else 'their', step))
+  if timed_out:
+    return ('a collective all-reduce waited more than %gs for the other '
+            'workers (last checkpoint: step %d): a worker stopped, hangs or '
+            'has not started; this task stops (--collective_timeout_secs)' % (
+                deployment.collective_timeout_secs, step))
+  return ('a worker of the collective all-reduce stopped or lost its '
+          'connection; this task stops too: restart every task to resume '
+          'from the last checkpoint (step %d)' % step)
 
 
 def _step_of(model_dir):
@@ -692,8 +703,16 @@ class Estimator(object):
         chief_hooks.append(saver_hook)
       collective = model_deploy.collective_deployment()
       if collective:
-        session = self._collective_session(collective, scaffold, all_hooks,
-                                           chief_hooks, resume)
+        try:  # the chief's broadcast runs here, and fails as a step would
+          session = self._collective_session(collective, scaffold, all_hooks,
+                                             chief_hooks, resume)
+        except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                tf.errors.AbortedError, tf.errors.InternalError,
+                tf.errors.CancelledError) as e:
+          raise RuntimeError(collective_failure_message(
+              collective, cfg.cluster, _step_of(self._model_dir),
+              timed_out=isinstance(e, tf.errors.DeadlineExceededError))
+          ) from None
       elif cfg.is_chief:
         session = tf1.train.MonitoredSession(
             tf1.train.ChiefSessionCreator(
@@ -725,11 +744,12 @@ class Estimator(object):
                       else 'infinite'),
                   tf.train.latest_checkpoint(self._model_dir)) from None
             self.steps_run += 1
-      except tf.errors.DeadlineExceededError as e:
+      except (tf.errors.DeadlineExceededError, _LostWorker) as e:
         if not collective:
           raise
-        raise RuntimeError(collective_timeout_message(
-            collective, e, _step_of(self._model_dir))) from None
+        raise RuntimeError(collective_failure_message(
+            collective, cfg.cluster, _step_of(self._model_dir),
+            timed_out=not isinstance(e, _LostWorker))) from None
     if signals.received is not None:
       if saver_hook is not None:
         step, checkpoint = saver_hook.last_saved

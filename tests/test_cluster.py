@@ -135,6 +135,30 @@ def test_a_port_in_use_names_the_task_and_the_port():
     taken.close()
 
 
+def test_a_port_left_in_time_wait_by_a_killed_task_is_free_to_restart_on():
+  # A killed task's server closes its connections first: its port keeps
+  # TIME_WAIT sockets for a minute, which do not stop gRPC (SO_REUSEADDR)
+  # and must not make the restarted task say the port is in use.
+  listener = socket.socket()
+  listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC
+  listener.bind(('127.0.0.1', 0))
+  listener.listen()
+  port = listener.getsockname()[1]
+  client = socket.create_connection(('127.0.0.1', port))
+  accepted, _ = listener.accept()
+  accepted.close()  # the server side closes first: TIME_WAIT on `port`
+  client.close()
+  listener.close()
+  time.sleep(0.2)
+  plain = socket.socket()
+  with pytest.raises(OSError):  # what the probe without SO_REUSEADDR saw
+    plain.bind(('', port))
+  plain.close()
+  c = cluster.Cluster({'worker': ['127.0.0.1:%d' % port]}, 'worker', 0)
+  server = c.start_server()
+  assert server.target == 'grpc://127.0.0.1:%d' % port
+
+
 def test_script_prints_one_line_for_a_task_outside_the_cluster(tmp_path):
   result = subprocess.run(
       [sys.executable, TRAIN, '--ps_hosts=127.0.0.1:1',

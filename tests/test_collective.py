@@ -99,6 +99,39 @@ def _assert_same(values, reference, tolerance=1e-5):
 OPTIMIZERS = ['sgd', 'momentum', 'adam', 'rmsprop']
 
 
+def test_a_failed_collective_names_the_peer_that_is_down_else_says_what_it_saw():
+  import socket
+  from runner import estimator
+  listening = socket.socket()
+  listening.bind(('127.0.0.1', 0))
+  listening.listen(64)
+  up = '127.0.0.1:%d' % listening.getsockname()[1]
+  down = '127.0.0.1:%d' % launch.free_ports(1)[0]
+  deployment = model_deploy.DeploymentConfig(
+      num_replicas=3, replica_id=0, is_chief=True,
+      variable_update='collective_all_reduce', collective_timeout_secs=30)
+  try:
+    everyone_up = cluster.Cluster({'worker': [up, up, up]}, 'worker', 0)
+    assert everyone_up.unreachable_peers() == []
+    assert estimator.collective_failure_message(
+        deployment, everyone_up, 7, timed_out=True) == (
+            'a collective all-reduce waited more than 30s for the other '
+            'workers (last checkpoint: step 7): a worker stopped, hangs or '
+            'has not started; this task stops (--collective_timeout_secs)')
+    assert 'stopped or lost its connection' in estimator.collective_failure_message(
+        deployment, everyone_up, 7, timed_out=False)
+    # This task's own address is not probed; the peers that are down are named.
+    one_down = cluster.Cluster({'worker': [down, up, down]}, 'worker', 0)
+    for timed_out in (True, False):
+      assert estimator.collective_failure_message(
+          deployment, one_down, 7, timed_out) == (
+              'worker:2 (%s) of the collective all-reduce is not running (its '
+              'address refuses connections); this task stops too: restart '
+              'every task to resume from the last checkpoint (step 7)' % down)
+  finally:
+    listening.close()
+
+
 @pytest.mark.slow
 def test_two_workers_of_two_clones_take_one_devices_step_on_the_whole_batch(
     tmp_path):
@@ -192,16 +225,21 @@ def test_a_late_worker_joins_a_killed_one_stops_the_job_and_a_restart_resumes(
     print('the chief stopped %.1fs after the worker was killed' % (
         time.time() - killed))
     last = [l for l in chief.output().splitlines() if l.strip()][-1]
-    assert last == ('train_image_classifier: error: a worker of the '
-                    'collective all-reduce stopped or lost its connection; '
-                    'this task stops too: restart every task to resume from '
-                    'the last checkpoint'), chief.output()[-3000:]
     saved = tf.train.load_variable(str(train_dir), 'global_step')
     assert 0 < saved < 300
+    # Named whether TensorFlow saw the death as a lost connection or, when
+    # the worker died between two all-reduces, as a timeout.
+    assert last == ('train_image_classifier: error: worker:1 (%s) of the '
+                    'collective all-reduce is not running (its address '
+                    'refuses connections); this task stops too: restart '
+                    'every task to resume from the last checkpoint (step %d)'
+                    % (jobs['worker'][1], saved)), chief.output()[-3000:]
     chief, worker = start(0), start(1)
     tasks += [chief, worker]
-    assert chief.wait(300) == 0, chief.output()[-3000:]
-    assert worker.wait(60) == 0, worker.output()[-3000:]
+    both = lambda: '%s\n--- worker:1 ---\n%s' % (chief.output()[-3000:],
+                                                 worker.output()[-3000:])
+    assert chief.wait(300) == 0, both()
+    assert worker.wait(60) == 0, both()
   finally:
     for task in tasks:
       task.stop()
