@@ -18,6 +18,7 @@ import tensorflow as tf
 from deployment import cluster
 from deployment import launch
 from deployment import model_deploy
+from waiting import wait_for
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -199,15 +200,6 @@ def test_variables_on_the_ps_greedy_by_size_and_compute_on_the_worker():
 
 
 # -- running clusters ----------------------------------------------------------
-def _wait_for(predicate, seconds, what):
-  deadline = time.time() + seconds
-  while time.time() < deadline:
-    if predicate():
-      return
-    time.sleep(0.5)
-  raise AssertionError('timed out after %ds waiting for %s' % (seconds, what))
-
-
 def _start(argv, jobs, kind, index=0):
   return launch.Task('%s:%d' % (kind, index), argv,
                      launch.tf_config(jobs, kind, index), out=open(os.devnull, 'w'),
@@ -346,25 +338,35 @@ def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
                        _start(argv, jobs, 'worker', 1))
   tasks = [ps, chief, worker]
   steps = lambda task: len(_losses(task.output()))
+  began = time.time()
+  phase = lambda what: print('%5.1fs %s' % (time.time() - began, what))
   try:
-    _wait_for(lambda: steps(worker) >= 2, 180, 'worker 1 to train')
+    wait_for(lambda: steps(worker) >= 2, 180, 'worker 1 to train', ps, chief,
+             worker)
+    phase('worker 1 trains; killed')
     worker.kill()
     before = steps(chief)
-    _wait_for(lambda: steps(chief) >= before + 3, 120,
-              'the chief to go on without worker 1')
+    wait_for(lambda: steps(chief) >= before + 3, 120,
+             'the chief to go on without worker 1', ps, chief)
+    phase('the chief went on alone')
     worker = _start(argv, jobs, 'worker', 1)
     tasks.append(worker)
-    _wait_for(lambda: steps(worker) >= 2, 180, 'worker 1 to rejoin')
-    _wait_for(lambda: tf.train.latest_checkpoint(str(train_dir)), 60,
-              'a checkpoint')
+    wait_for(lambda: steps(worker) >= 2, 180, 'worker 1 to rejoin', ps, chief,
+             worker)
+    phase('worker 1 rejoined')
+    wait_for(lambda: tf.train.latest_checkpoint(str(train_dir)), 60,
+             'a checkpoint', chief)
     chief.kill()
+    phase('the chief killed')
     last = tf.train.latest_checkpoint(str(train_dir))
     saved = tf.train.load_variable(last, 'global_step')
     for name, _ in tf.train.list_variables(last):  # readable after SIGKILL
       tf.train.load_variable(last, name)
     chief = _start(argv, jobs, 'worker', 0)
     tasks.append(chief)
-    _wait_for(lambda: steps(chief) >= 2, 300, 'the restarted chief to train')
+    wait_for(lambda: steps(chief) >= 2, 300, 'the restarted chief to train',
+             ps, chief)
+    phase('the restarted chief trains')
     restored = re.findall(r'Resuming from (\S+)', chief.output())
     assert restored and restored[0].endswith('model.ckpt-%d' % saved), (
         restored, saved)

@@ -21,6 +21,7 @@ tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 import collective_program as program  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 PROGRAM = os.path.join(ROOT, 'tests', 'collective_program.py')
 TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
@@ -182,15 +183,6 @@ def test_batch_norm_statistics_are_the_chiefs_first_clones_and_replicate_model_f
 
 
 # -- faults, through the script ----------------------------------------------
-def _wait_for(predicate, seconds, what):
-  deadline = time.time() + seconds
-  while time.time() < deadline:
-    if predicate():
-      return
-    time.sleep(0.5)
-  raise AssertionError('timed out after %ds waiting for %s' % (seconds, what))
-
-
 STEP = re.compile(r'step (\d+)/\d+ \(\d+%\): loss')
 
 
@@ -217,8 +209,8 @@ def test_a_late_worker_joins_a_killed_one_stops_the_job_and_a_restart_resumes(
     assert chief.poll() is None and not steps(chief), chief.output()[-2000:]
     worker = start(1)
     tasks.append(worker)
-    _wait_for(lambda: steps(worker) and tf.train.latest_checkpoint(
-        str(train_dir)) and steps(chief)[-1] >= 30, 240, 'training')
+    wait_for(lambda: steps(worker) and tf.train.latest_checkpoint(
+        str(train_dir)) and steps(chief)[-1] >= 30, 240, 'training', chief, worker)
     worker.kill()
     killed = time.time()
     assert chief.wait(60) == 1, chief.output()[-3000:]
@@ -267,7 +259,8 @@ def test_a_hung_worker_stops_the_others_after_the_collective_timeout(
                                out=open(os.devnull, 'w'), cwd=ROOT)
                    for kind in ('chief', 'worker')]
   try:
-    _wait_for(lambda: STEP.findall(chief.output()), 240, 'training')
+    wait_for(lambda: STEP.findall(chief.output()), 240, 'training', chief,
+             worker)
     worker.process.send_signal(signal.SIGSTOP)
     stopped = time.time()
     assert chief.wait(120) == 1, chief.output()[-3000:]
