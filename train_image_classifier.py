@@ -165,10 +165,10 @@ def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     task = task_cluster()
-    if task.task_type == 'ps':
-      # until the process is stopped
-      task.serve_forever(script_flags.session_config())
-      return 0
+    if task.task_type == 'ps':  # until SIGTERM or SIGINT
+      signum = task.serve_forever(script_flags.session_config())
+      print(task.stopped_line(signum), flush=True)
+      return 128 + signum
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')

@@ -921,7 +921,8 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
 
   Locally, evaluation runs after every checkpoint interval (the RunConfig's
   save_checkpoints_steps, or eval_spec.throttle_secs of training). In a
-  cluster (TF_CONFIG), as in tf.estimator: a 'ps' task serves; the chief and
+  cluster (TF_CONFIG), as in tf.estimator: a 'ps' task serves (SIGTERM or
+  SIGINT ends its process with one line and status 128 + signal); the chief and
   the workers train to train_spec.max_steps; an 'evaluator' evaluates each
   new checkpoint of the chief (at most one per throttle_secs) until one
   reaches max_steps. Returns the last evaluation's metrics (None for tasks
@@ -929,9 +930,10 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
   """
   config = estimator.config
   cluster = config.cluster
-  if cluster.task_type == 'ps':
-    cluster.serve_forever(config.session_config)
-    return None
+  if cluster.task_type == 'ps':  # until SIGTERM or SIGINT ends the process
+    signum = cluster.serve_forever(config.session_config)
+    print(cluster.stopped_line(signum), flush=True)
+    raise SystemExit(128 + signum)
   if cluster.task_type == 'evaluator':
     result = None
     with faults.StopSignals() as signals:  # a signal ends the wait cleanly

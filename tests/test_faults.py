@@ -384,7 +384,7 @@ def converters_png():
 
 # -- 5. a cluster: the chief saves, a worker exits ---------------------------------
 @pytest.mark.slow
-def test_sigterm_in_a_cluster_the_chief_saves_and_a_worker_exits(digits_dir,
+def test_sigterm_in_a_cluster_the_chief_saves_a_worker_and_a_ps_exit(digits_dir,
                                                                  tmp_path):
   train_dir = str(tmp_path / 'run')
   argv = [TRAIN] + LENET + ['--dataset_dir=' + digits_dir,
@@ -414,6 +414,10 @@ def test_sigterm_in_a_cluster_the_chief_saves_and_a_worker_exits(digits_dir,
     assert tf.train.latest_checkpoint(train_dir) == match.group(2)
     assert readable(match.group(2))
     assert est.global_step_of(match.group(2)) == int(match.group(1))
+    ps.process.send_signal(signal.SIGTERM)
+    assert ps.wait(30) == 143, ps.output()[-3000:]
+    assert ps.output().splitlines()[-1] == (
+        'ps:0 stopped by SIGTERM; a parameter server holds no files')
   finally:
     for t in tasks:
       t.stop()
