@@ -382,7 +382,7 @@ def converters_png():
   return buffer.getvalue()
 
 
-# -- 5. a cluster: the chief saves, a worker exits ---------------------------------
+# -- 5. a cluster: the chief saves, a worker and a ps exit ----------------------
 @pytest.mark.slow
 def test_sigterm_in_a_cluster_the_chief_saves_a_worker_and_a_ps_exit(digits_dir,
                                                                  tmp_path):
