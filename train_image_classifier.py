@@ -166,9 +166,7 @@ def main(_):
   try:
     task = task_cluster()
     if task.task_type == 'ps':  # until SIGTERM or SIGINT
-      signum = task.serve_forever(script_flags.session_config())
-      print(task.stopped_line(signum), flush=True)
-      return 128 + signum
+      return est.serve_parameters(task, script_flags.session_config())
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')

@@ -26,9 +26,7 @@ Two ways to describe the same cluster:
 """
 import json
 import os
-import signal
 import socket
-import threading
 import time
 
 import tensorflow as tf
@@ -276,32 +274,15 @@ class Cluster(object):
     _servers[key] = server
     return server
 
-  def serve_forever(self, config=None):
-    """A ps task: serves until SIGTERM or SIGINT and returns that signal's
-    number (outside the main thread, where Python takes no signals: until
-    the process ends). The main thread sleeps rather than blocking in
-    Server.join(), whose C++ wait would never let a Python handler run."""
+  def serve(self, config=None, stop=lambda: False):
+    """A ps task: serves until `stop()` is true (asked twice a second). The
+    caller's thread polls rather than blocking in Server.join(), whose C++
+    wait would never let a Python signal handler run."""
     tf1.logging.info('Serving %s:%d at %s', self.task_type, self.task_id,
                      self.jobs[self.task_type][self.task_id])
-    server = self.start_server(config)
-    if threading.current_thread() is not threading.main_thread():
-      server.join()
-    received = []
-    stops = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda s, _: received.append(s))
-                for s in stops}
-    try:
-      while not received:
-        time.sleep(0.5)
-    finally:
-      for s in stops:
-        signal.signal(s, previous[s])
-    return received[0]
-
-  def stopped_line(self, signum):
-    """The last line of a ps task stopped by `signum`."""
-    return '%s:%d stopped by %s; a parameter server holds no files' % (
-        self.task_type, self.task_id, signal.Signals(signum).name)
+    self.start_server(config)
+    while not stop():
+      time.sleep(0.5)
 
 
 def _split_hosts(text):

@@ -20,6 +20,7 @@ import inspect
 import re
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -916,6 +917,19 @@ class Estimator(object):
     return config
 
 
+def serve_parameters(cluster, session_config=None):
+  """A ps task: serves until SIGTERM or SIGINT (faults.StopSignals, as the
+  training tasks stop), then prints its last line and returns the exit
+  status, 128 + the signal's number. Outside the main thread, where Python
+  takes no signals, it serves until the process ends."""
+  with faults.StopSignals() as signals:
+    cluster.serve(session_config, stop=lambda: signals.received is not None)
+  print('%s:%d stopped by %s; a parameter server holds no files' % (
+      cluster.task_type, cluster.task_id,
+      signal.Signals(signals.received).name), flush=True)
+  return 128 + signals.received
+
+
 def train_and_evaluate(estimator, train_spec, eval_spec):
   """Trains and evaluates, locally or as one task of a cluster.
 
@@ -931,9 +945,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
   config = estimator.config
   cluster = config.cluster
   if cluster.task_type == 'ps':  # until SIGTERM or SIGINT ends the process
-    signum = cluster.serve_forever(config.session_config)
-    print(cluster.stopped_line(signum), flush=True)
-    raise SystemExit(128 + signum)
+    raise SystemExit(serve_parameters(cluster, config.session_config))
   if cluster.task_type == 'evaluator':
     result = None
     with faults.StopSignals() as signals:  # a signal ends the wait cleanly
