@@ -22,6 +22,7 @@ from deployment import cluster
 from deployment import model_deploy
 from deployment import session_options
 from nets import nets_factory
+from preprocessing import encoded_image
 from preprocessing import preprocessing_factory
 from runner import estimator as est
 
@@ -282,23 +283,26 @@ def make_input_fn(descriptor, model_name, batch_size, is_training,
                   num_preprocessing_threads=reader.NUM_PREPROCESSING_THREADS,
                   labels_offset=0,
                   num_epochs=None, deterministic=False, seed=None,
-                  use_grayscale=False):
-  """input_fn reading `descriptor`'s records, preprocessed for `model_name`."""
+                  use_grayscale=False, fused_decoding=True):
+  """input_fn reading `descriptor`'s records, preprocessed for `model_name`
+  (fused_decoding: see reader.make_dataset)."""
   info = image_network_info(model_name)
   preprocess = preprocessing_factory.get_preprocessing(
       preprocessing_name or model_name, is_training=is_training,
       use_grayscale=use_grayscale)
   size = image_size or info.default_image_size
 
+  # kwargs: the record's bounding boxes (bbox=) where the data has them.
+  def preprocess_fn(image, **kwargs):
+    return preprocess(image, size, size, **kwargs)
+  preprocess_fn.takes_encoded_images = encoded_image.accepts_encoded(preprocess)
+
   def input_fn():
     return reader.make_dataset(
-        descriptor, batch_size,
-        # kwargs: the record's bounding boxes (bbox=) where the data has them.
-        preprocess_fn=lambda image, **kwargs: preprocess(image, size, size,
-                                                         **kwargs),
+        descriptor, batch_size, preprocess_fn=preprocess_fn,
         is_training=is_training, num_readers=num_readers,
         num_preprocessing_threads=num_preprocessing_threads,
         num_epochs=num_epochs, seed=seed, deterministic=deterministic,
-        labels_offset=labels_offset)
+        labels_offset=labels_offset, fused_decoding=fused_decoding)
 
   return input_fn

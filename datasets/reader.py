@@ -3,7 +3,11 @@
 Pipeline: shard names (sorted; shuffled when shuffling) -> interleave over
 `num_readers` shards -> shuffle serialized records -> repeat(num_epochs) ->
 decode, check label, preprocess on `num_preprocessing_threads` -> batch ->
-prefetch. Records are shuffled before decoding, so the buffer holds compact
+prefetch. JPEG records reach a preprocessing function that takes encoded
+images (preprocessing/encoded_image.py: TF-Slim's four families do) undecoded,
+so it decodes only the crop it keeps; other records, other functions and
+`fused_decoding=False` (TF-Slim's order: decode all, then crop) get the
+decoded uint8 image. Records are shuffled before decoding, so the buffer holds compact
 encoded images: its default size is min(num_samples, 10000) records (about
 1 GB for ImageNet JPEGs; pass shuffle_buffer_size to trade memory for mixing).
 """
@@ -13,6 +17,7 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 from datasets import dataset_factory
+from preprocessing import encoded_image
 
 DEFAULT_SHUFFLE_BUFFER = 10000
 # TF-Slim's --num_readers and --num_preprocessing_threads, the defaults of
@@ -27,7 +32,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
                  num_epochs=None,
                  shuffle=None, seed=None, deterministic=False, labels_offset=0,
                  drop_remainder=False, shuffle_buffer_size=None,
-                 image_summaries=True):
+                 image_summaries=True, fused_decoding=True):
   """A tf.data.Dataset of (images, labels) batches for one dataset split.
 
   Args:
@@ -54,6 +59,9 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
       add_image_summaries), add them to the graph's summaries: a small
       pipeline of its own preprocesses one record each time the summary op
       runs (summaries made inside tf.data functions cannot leave them).
+    fused_decoding: JPEGs go to a preprocess_fn that takes encoded images
+      undecoded (see the module doc); False decodes every image whole first,
+      TF-Slim's order, the reference the benchmark measures against.
   """
   for arg, value in (('batch_size', batch_size), ('num_readers', num_readers),
                      ('num_preprocessing_threads', num_preprocessing_threads)):
@@ -90,9 +98,16 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
                               reshuffle_each_iteration=True)
   dataset = dataset.repeat(num_epochs)
 
-  def decode_and_preprocess(serialized, summaries=None):
+  fused = bool(fused_decoding and preprocess_fn is not None
+               and encoded_image.accepts_encoded(preprocess_fn)
+               and _decodes_examples(descriptor))
+
+  def decode_and_preprocess(serialized, summaries=None, fused=fused):
     before = len(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
-    if use_boxes:
+    boxes = None
+    if fused:
+      image, label, boxes = _parse_encoded(serialized, descriptor, use_boxes)
+    elif use_boxes:
       image, label, boxes = descriptor.box_decoder(serialized)
     else:
       image, label = descriptor.decoder(serialized)
@@ -102,26 +117,38 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
         in_range, [tf.strings.format('label {} outside [0, {})', (label, num_labels))])
     with tf.control_dependencies([check]):
       label = tf.identity(label)
+    kwargs = {'bbox': boxes} if use_boxes else {}
     if preprocess_fn is None:
       image = tf.cast(image, tf.float32)
-    elif use_boxes:
-      image = preprocess_fn(image, bbox=boxes)
+    elif fused:
+      contents, is_jpeg = image
+      # Both branches preprocess: a PNG (or raw) record is decoded whole.
+      image = tf.cond(
+          is_jpeg,
+          lambda: preprocess_fn(encoded_image.EncodedJpeg(
+              contents, descriptor.channels), **kwargs),
+          lambda: preprocess_fn(descriptor.decoder(serialized)[0], **kwargs))
     else:
-      image = preprocess_fn(image)
+      image = preprocess_fn(image, **kwargs)
     if summaries is not None:
       summaries.extend(tf.compat.v1.get_collection(
           tf.compat.v1.GraphKeys.SUMMARIES)[before:])
     return image, label
 
-  traced = []
-  dataset = dataset.map(lambda s: decode_and_preprocess(s, traced),
+  dataset = dataset.map(lambda s: decode_and_preprocess(s),
                         num_parallel_calls=num_preprocessing_threads)
-  if traced and image_summaries:
-    _add_summary_pipeline(files, decode_and_preprocess, seed)
+  if image_summaries and preprocess_fn is not None:
+    # Summaries made in the fused pipeline's tf.cond branches stay there:
+    # the summary pipeline preprocesses in TF-Slim's order.
+    _add_summary_pipeline(
+        files, lambda s, made: decode_and_preprocess(s, made, fused=False),
+        seed)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
-  return dataset.with_options(pipeline_options(deterministic,
-                                               num_preprocessing_threads))
+  # Only training may take elements as they finish: evaluation and
+  # prediction keep the records' order.
+  return dataset.with_options(pipeline_options(
+      deterministic or not is_training, num_preprocessing_threads))
 
 
 def pipeline_options(deterministic, num_preprocessing_threads):
@@ -155,12 +182,60 @@ def _add_summary_pipeline(files, decode_and_preprocess, seed):
   """Adds to the graph's SUMMARIES the image summaries of one freshly
   preprocessed record per evaluation (what TF-Slim's in-graph preprocessing
   wrote at every summary step)."""
+  any_made = []
+
   def summarize(serialized):
     made = []
     decode_and_preprocess(serialized, made)
+    any_made.extend(made)
+    if not made:
+      return tf.constant(b'')
     return tf.compat.v1.summary.merge(made)
 
   records = tf.data.TFRecordDataset(files).repeat().shuffle(64, seed=seed)
-  summary = tf.compat.v1.data.make_one_shot_iterator(
-      records.map(summarize)).get_next()
+  summaries = records.map(summarize)  # traced here: any_made is known
+  if not any_made:
+    return
+  summary = tf.compat.v1.data.make_one_shot_iterator(summaries).get_next()
   tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SUMMARIES, summary)
+
+
+def _decodes_examples(descriptor):
+  """True when the descriptor's records are TF-Slim Examples that
+  dataset_factory.decode_example decodes (our converters' and TF-Slim's),
+  whose image bytes the fused path can read itself."""
+  decoder = getattr(descriptor, 'decoder', None)
+  keywords = getattr(decoder, 'keywords', None) or {}
+  # Fixed-size datasets keep their decoder: it gives the static shape.
+  return (getattr(decoder, 'func', None) is dataset_factory.decode_example
+          and not getattr(decoder, 'args', ())
+          and not keywords.get('image_size'))
+
+
+_ENCODED_FEATURES = {
+    'image/encoded': tf.io.FixedLenFeature((), tf.string),
+    'image/format': tf.io.FixedLenFeature((), tf.string, default_value=''),
+    'image/class/label': tf.io.FixedLenFeature((), tf.int64),
+}
+_BOX_KEYS = ('ymin', 'xmin', 'ymax', 'xmax')  # the order of TF's box ops
+
+
+def _parse_encoded(serialized, descriptor, with_boxes):
+  """((image bytes, is a JPEG), label, [1, N, 4] boxes or None) of one
+  record, read with TF-Slim's keys as decode_example reads them."""
+  features = dict(_ENCODED_FEATURES)
+  if with_boxes:
+    features.update({'image/object/bbox/%s' % k: tf.io.VarLenFeature(tf.float32)
+                     for k in _BOX_KEYS})
+  parsed = tf.io.parse_single_example(serialized, features)
+  contents = parsed['image/encoded']
+  # 'raw' pixels could begin like a JPEG: the format decides for them.
+  is_jpeg = tf.logical_and(
+      tf.not_equal(tf.strings.lower(parsed['image/format']), 'raw'),
+      tf.io.is_jpeg(contents))
+  boxes = None
+  if with_boxes:
+    boxes = tf.expand_dims(tf.stack(
+        [tf.sparse.to_dense(parsed['image/object/bbox/%s' % k])
+         for k in _BOX_KEYS], axis=1), 0)
+  return (contents, is_jpeg), parsed['image/class/label'], boxes

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 from preprocessing import channels
+from preprocessing import encoded_image
 from preprocessing.registry import register_preprocessing
 
 tf1 = tf.compat.v1
@@ -128,10 +129,14 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
     add_image_summaries: write TF-Slim's four image summaries.
     random_crop: False resizes the whole image instead of a random crop.
     use_grayscale: converts an RGB result to one channel.
+  An EncodedJpeg `image` is decoded only where the crop falls.
   """
-  with tf1.name_scope(scope, 'distort_image', [image, height, width, bbox]):
+  with tf1.name_scope(scope, 'distort_image', [height, width, bbox]):
     if bbox is None:
       bbox = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
+    if encoded_image.is_encoded(image):
+      return _train_from_jpeg(image, height, width, bbox, fast_mode,
+                              add_image_summaries, random_crop, use_grayscale)
     if image.dtype != tf.float32:
       image = tf.image.convert_image_dtype(image, dtype=tf.float32)
     if add_image_summaries:
@@ -144,31 +149,82 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
                           tf1.image.draw_bounding_boxes(
                               tf.expand_dims(image, 0), distorted_box))
       image = cropped
-    # The crop's aspect ratio is not kept; fast mode always resizes bilinearly.
-    image = apply_with_random_selector(
-        image,
-        lambda x, method: tf1.image.resize_images(x, [height, width],
-                                                  _RESIZE_METHODS[method]),
-        num_cases=1 if fast_mode else len(_RESIZE_METHODS))
+    return _resize_flip_distort(image, height, width, fast_mode,
+                                add_image_summaries, use_grayscale)
+
+
+def _resize_flip_distort(image, height, width, fast_mode, add_image_summaries,
+                         use_grayscale):
+  """The training steps after the crop: float [0, 1] or uint8 -> [-1, 1]."""
+  # The float conversion precedes the resize: the bilinear kernel is 2-3x
+  # faster on floats than on uint8, and this is TF-Slim's arithmetic.
+  if image.dtype != tf.float32:
+    image = tf.image.convert_image_dtype(image, dtype=tf.float32)
+  # The crop's aspect ratio is not kept; fast mode always resizes bilinearly.
+  image = apply_with_random_selector(
+      image,
+      lambda x, method: tf1.image.resize_images(x, [height, width],
+                                                _RESIZE_METHODS[method]),
+      num_cases=1 if fast_mode else len(_RESIZE_METHODS))
+  if add_image_summaries:
+    tf1.summary.image('cropped_resized_image', tf.expand_dims(image, 0))
+  image = tf.image.random_flip_left_right(image)
+  image = apply_with_random_selector(
+      image, lambda x, ordering: distort_color(x, ordering, fast_mode),
+      num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
+  if add_image_summaries:
+    tf1.summary.image('final_distorted_image', tf.expand_dims(image, 0))
+  image = channels.maybe_grayscale(image, use_grayscale)
+  return _to_signed_unit_range(image)
+
+
+def _train_from_jpeg(image, height, width, bbox, fast_mode, add_image_summaries,
+                     random_crop, use_grayscale):
+  """preprocess_for_train of an EncodedJpeg: the crop is drawn from the
+  header's shape, exactly as from the decoded image's, and only the crop is
+  decoded and converted to float; from there on TF-Slim's ops, so a given
+  crop box gives the same floats as preprocess_for_train of the decoded
+  image."""
+  if add_image_summaries:
+    # Only the summary pipeline evaluates these; the training pipeline
+    # never fetches them, so the whole-image decode is pruned there.
+    whole = tf.image.convert_image_dtype(image.decode(), dtype=tf.float32)
+    tf1.summary.image('image_with_bounding_boxes', tf1.image.draw_bounding_boxes(
+        tf.expand_dims(whole, 0), bbox))
+  if random_crop:
+    with tf1.name_scope(None, 'distorted_bounding_box_crop', [bbox]):
+      begin, size, distorted_box = tf1.image.sample_distorted_bounding_box(
+          image.shape(), bounding_boxes=bbox, min_object_covered=0.1,
+          aspect_ratio_range=(0.75, 1.33), area_range=(0.05, 1.0),
+          max_attempts=100, use_image_if_no_bounding_boxes=True)
+      cropped = image.decode_window(begin[0], begin[1], size[0], size[1])
     if add_image_summaries:
-      tf1.summary.image('cropped_resized_image', tf.expand_dims(image, 0))
-    image = tf.image.random_flip_left_right(image)
-    image = apply_with_random_selector(
-        image, lambda x, ordering: distort_color(x, ordering, fast_mode),
-        num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
-    if add_image_summaries:
-      tf1.summary.image('final_distorted_image', tf.expand_dims(image, 0))
-    image = channels.maybe_grayscale(image, use_grayscale)
-    return _to_signed_unit_range(image)
+      tf1.summary.image('images_with_distorted_bounding_box',
+                        tf1.image.draw_bounding_boxes(
+                            tf.expand_dims(whole, 0), distorted_box))
+  else:
+    cropped = image.decode()
+  return _resize_flip_distort(cropped, height, width, fast_mode,
+                              add_image_summaries, use_grayscale)
 
 
 def preprocess_for_eval(image, height, width, central_fraction=0.875,
                         scope=None, central_crop=True, use_grayscale=False):
   """Central `central_fraction` of the image, resized bilinearly, in [-1, 1].
 
-  `height` and `width` None (or 0) keep the cropped size.
+  `height` and `width` None (or 0) keep the cropped size. An EncodedJpeg
+  `image` is decoded only inside the central crop.
   """
-  with tf1.name_scope(scope, 'eval_image', [image, height, width]):
+  with tf1.name_scope(scope, 'eval_image', [height, width]):
+    if encoded_image.is_encoded(image):
+      # Only the central crop is decoded; from there on the same ops as
+      # below, so the result is bit-identical.
+      if central_crop and central_fraction:
+        image = image.decode_window(*central_window(image.shape(),
+                                                    central_fraction))
+      else:
+        image = image.decode()
+      central_crop = False
     if image.dtype != tf.float32:
       image = tf.image.convert_image_dtype(image, dtype=tf.float32)
     image = channels.maybe_grayscale(image, use_grayscale)
@@ -180,6 +236,17 @@ def preprocess_for_eval(image, height, width, central_fraction=0.875,
     return _to_signed_unit_range(image)
 
 
+def central_window(shape, central_fraction):
+  """(top, left, height, width) of tf.image.central_crop's crop of an image
+  of int32 `shape`, in its float64 arithmetic."""
+  size = tf.cast(shape[:2], tf.float64)
+  start = tf.cast((size - size * tf.constant(central_fraction, tf.float64)) / 2,
+                  tf.int32)
+  extent = shape[:2] - start * 2
+  return start[0], start[1], extent[0], extent[1]
+
+
+@encoded_image.takes_encoded_images
 def preprocess_image(image, output_height, output_width, is_training=False,
                      bbox=None, fast_mode=True, add_image_summaries=True,
                      crop_image=True, use_grayscale=False,

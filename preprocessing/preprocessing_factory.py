@@ -9,6 +9,7 @@ import difflib
 
 import tf_compat  # noqa: F401
 import zoo_plugins
+from preprocessing import encoded_image
 from preprocessing import registry
 # The built-in preprocessings; each module registers itself.
 from preprocessing import cifarnet_preprocessing  # noqa: F401  pylint: disable=unused-import
@@ -63,7 +64,8 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
     use_grayscale: converts RGB images to one channel.
 
   Extra kwargs go to the registered `preprocess_image` (e.g. `bbox`,
-  `fast_mode` for inception; `resize_side_min` for vgg).
+  `fast_mode` for inception; `resize_side_min` for vgg). `image` may be an
+  encoded_image.EncodedJpeg when the function has `takes_encoded_images`.
   """
   preprocess_image = get_info(name).preprocess_image
 
@@ -72,4 +74,7 @@ def get_preprocessing(name, is_training=False, use_grayscale=False):
                             is_training=is_training,
                             use_grayscale=use_grayscale, **kwargs)
 
+  # A family that decodes only what it keeps says so (encoded_image.py).
+  if encoded_image.accepts_encoded(preprocess_image):
+    encoded_image.takes_encoded_images(preprocessing_fn)
   return preprocessing_fn

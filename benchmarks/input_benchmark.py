@@ -1,0 +1,308 @@
+"""Images/sec of the input pipeline on ImageNet-size JPEGs, against the decoder.
+
+    python benchmarks/input_benchmark.py --rounds=3 --output_markdown=input.md
+    python benchmark_image_classifier.py --input_table        (the same)
+
+The data: --images JPEGs of about 500x375 at quality 90 (ImageNet's typical
+size and quality), random crops and rescales of scikit-learn's two camera
+photographs, converted into TFRecords by the project's image_folder converter.
+
+For each preprocessing family (inception at 299, vgg at 224 -- the
+VGG/ResNet preprocessing --, lenet at 28, cifarnet at 32), training and
+evaluation, and each core setting:
+  * decode: `tf.io.decode_jpeg` of the whole image alone (records read and
+    parsed, images decoded and batched); the anchor;
+  * tf-slim: the training/evaluation input_fn in TF-Slim's order (decode the
+    whole image, then convert, crop, resize, flip, distort):
+    reader.make_dataset(fused_decoding=False);
+  * fused: the same input_fn as it runs by default: only the crop decoded,
+    uint8 until the resize (preprocessing/encoded_image.py).
+Core settings: '1' is one core (the process pinned to one CPU; intra- and
+inter-op pools of one thread, one reader, one preprocessing thread); 'all'
+is every core (TensorFlow's default pools, --num_readers readers, one
+preprocessing thread per core).
+
+The three run in one process on the same files, interleaved: each round
+times every variant in turn (after warm-up batches that also let the
+previous variant's prefetching finish), and the table gives the median rate
+over rounds and the median of each round's ratios, so load from other
+processes hits the three alike. The load average is printed beside them.
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# family -> (image size, a network trained with it)
+FAMILIES = {'inception': (299, 'inception_v3'), 'vgg': (224, 'resnet_v1_50'),
+            'lenet': (28, 'lenet'), 'cifarnet': (32, 'cifarnet')}
+VARIANTS = ('decode', 'tf-slim', 'fused')
+MODES = ('train', 'eval')
+
+
+def photo_jpegs(directory, count, seed=0, quality=90):
+  """`count` JPEGs of about 500x375 (or 375x500, one in five) in two class
+  folders of `directory`: random crops of 55-100% of one side of
+  scikit-learn's photographs, rescaled. Returns the file paths."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  import sklearn.datasets  # pylint: disable=import-outside-toplevel
+  photos = sklearn.datasets.load_sample_images()
+  rng = random.Random(seed)
+  paths = []
+  for i in range(count):
+    label = i % len(photos.images)
+    photo = photos.images[label]
+    height, width = photo.shape[:2]
+    fraction = rng.uniform(0.55, 1.0)
+    crop_w = int(width * fraction)
+    crop_h = min(height, int(crop_w * rng.uniform(0.7, 0.8)))
+    top, left = rng.randint(0, height - crop_h), rng.randint(0, width - crop_w)
+    size = (rng.randint(470, 530), 0)
+    size = (size[0], int(round(size[0] * crop_h / crop_w)))
+    image = Image.fromarray(np.ascontiguousarray(
+        photo[top:top + crop_h, left:left + crop_w]))
+    image = image.resize(size, Image.BILINEAR)
+    if rng.random() < 0.2:
+      image = image.transpose(Image.ROTATE_90)
+    folder = os.path.join(directory, photos.filenames[label].split(os.sep)[-1]
+                          .split('.')[0])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, '%04d.jpg' % i)
+    image.save(path, quality=quality)
+    paths.append(path)
+  return paths
+
+
+def make_records(work, count, shards=4):
+  """Converted records of `count` photo JPEGs in work/records."""
+  sys.path.insert(0, ROOT)
+  from datasets import converters  # pylint: disable=import-outside-toplevel
+  source = os.path.join(work, 'images')
+  photo_jpegs(source, count)
+  records = os.path.join(work, 'records')
+  converters.convert('image_folder', records, source_dir=source,
+                     validation_fraction=0, num_shards=shards,
+                     stream=open(os.devnull, 'w'))
+  return records
+
+
+def _decode_dataset(descriptor, batch_size, num_readers, threads):
+  """The anchor: read, parse and decode the whole JPEG, batch."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from datasets import reader  # pylint: disable=import-outside-toplevel
+  files = list(descriptor.files)
+
+  def decode(serialized):
+    parsed = tf.io.parse_single_example(serialized, {
+        'image/encoded': tf.io.FixedLenFeature((), tf.string),
+        'image/class/label': tf.io.FixedLenFeature((), tf.int64)})
+    image = tf.io.decode_jpeg(parsed['image/encoded'], channels=3)
+    # Whole images differ in size: a pixel of each is batched, which
+    # keeps the decode from being pruned.
+    return image[0, 0], parsed['image/class/label']
+
+  dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
+      tf.data.TFRecordDataset, cycle_length=min(num_readers, len(files)),
+      block_length=1, num_parallel_calls=min(num_readers, len(files)))
+  dataset = dataset.repeat().map(decode, num_parallel_calls=threads)
+  dataset = dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+  return dataset.with_options(reader.pipeline_options(False, threads))
+
+
+def measure(config):
+  """One family, mode and core setting: {variant: [images/sec per round]}."""
+  if config['cores'] == '1':
+    os.sched_setaffinity(0, {config['cpu']})
+  os.environ['TF_OVERRIDE_GLOBAL_THREADPOOL'] = '1'
+  sys.path.insert(0, ROOT)
+  import quiet_tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from classification import classifier  # pylint: disable=import-outside-toplevel
+  from datasets import dataset_factory  # pylint: disable=import-outside-toplevel
+  tf1 = tf.compat.v1
+  one = config['cores'] == '1'
+  threads = 1 if one else os.cpu_count()
+  readers = 1 if one else config['num_readers']
+  size, model = FAMILIES[config['family']]
+  descriptor = dataset_factory.get_dataset('image_folder', 'train',
+                                           config['dataset_dir'])
+  batch = config['batch_size']
+  with tf.Graph().as_default():
+    batches = {'decode': _decode_dataset(descriptor, batch, readers, threads)}
+    for variant in ('tf-slim', 'fused'):
+      batches[variant] = classifier.make_input_fn(
+          descriptor, model, batch, is_training=config['mode'] == 'train',
+          preprocessing_name=config['family'], image_size=size,
+          num_readers=readers, num_preprocessing_threads=threads,
+          fused_decoding=variant == 'fused')()
+    steps = {v: tf.group(tf1.data.make_one_shot_iterator(d).get_next())
+             for v, d in batches.items()}
+    session_config = tf1.ConfigProto(
+        intra_op_parallelism_threads=1 if one else 0,
+        inter_op_parallelism_threads=1 if one else 0)
+    rates = {v: [] for v in VARIANTS}
+    with tf1.Session(config=session_config) as session:
+      for _ in range(config['rounds']):
+        for variant in VARIANTS:
+          for _ in range(config['warmup']):
+            session.run(steps[variant])
+          count, start = 0, time.perf_counter()
+          while count < config['min_batches'] or (
+              time.perf_counter() - start < config['seconds']):
+            session.run(steps[variant])
+            count += 1
+          rates[variant].append(count * batch / (time.perf_counter() - start))
+  return rates
+
+
+def load_average():
+  with open('/proc/loadavg') as f:
+    return ' '.join(f.read().split()[:3])
+
+
+def cpu_name():
+  with open('/proc/cpuinfo') as f:
+    for line in f:
+      if line.startswith('model name'):
+        return line.split(':', 1)[1].strip()
+  return 'unknown CPU'
+
+
+def configs(args, dataset_dir):
+  for cores in args.cores:
+    for family in args.families:
+      for mode in args.modes:
+        yield dict(family=family, mode=mode, cores=cores, cpu=args.cpu,
+                   dataset_dir=dataset_dir, rounds=args.rounds,
+                   warmup=args.warmup, seconds=args.seconds,
+                   min_batches=args.min_batches, batch_size=args.batch_size,
+                   num_readers=args.num_readers)
+
+
+def run(config):
+  """measure(config) in a fresh process (pinning and thread pools are per
+  process); returns its result."""
+  output = subprocess.run(
+      [sys.executable, os.path.abspath(__file__), '--_config',
+       json.dumps(config)], check=True, stdout=subprocess.PIPE,
+      cwd=ROOT).stdout.decode()
+  return json.loads(output.strip().splitlines()[-1])
+
+
+def summarize(config, rates):
+  """A table row: median rates and the medians of the per-round ratios."""
+  def ratio(a, b):
+    return statistics.median(x / y for x, y in zip(rates[a], rates[b]))
+  row = dict(family=config['family'], mode=config['mode'],
+             cores=config['cores'],
+             load=config.get('load', ''),
+             **{v: statistics.median(rates[v]) for v in VARIANTS},
+             **{v + '_spread': (min(rates[v]), max(rates[v])) for v in VARIANTS})
+  row.update(tf_slim_to_decode=ratio('tf-slim', 'decode'),
+             fused_to_decode=ratio('fused', 'decode'),
+             fused_to_tf_slim=ratio('fused', 'tf-slim'))
+  return row
+
+
+def markdown(rows, header):
+  lines = [header, '',
+           '| family | mode | cores | decode img/s | TF-Slim order img/s | '
+           'fused img/s | TF-Slim / decode | fused / decode | fused / TF-Slim '
+           '| load |',
+           '|---|---|---|---:|---:|---:|---:|---:|---:|---|']
+  for r in rows:
+    lines.append('| %s | %s | %s | %.0f | %.0f | %.0f | %.0f%% | %.0f%% | '
+                 '%.2fx | %s |' % (
+                     r['family'], r['mode'], r['cores'], r['decode'],
+                     r['tf-slim'], r['fused'], 100 * r['tf_slim_to_decode'],
+                     100 * r['fused_to_decode'], r['fused_to_tf_slim'],
+                     r['load']))
+  return '\n'.join(lines)
+
+
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--families', default=','.join(FAMILIES))
+  parser.add_argument('--modes', default=','.join(MODES))
+  parser.add_argument('--cores', default='1,all',
+                      help="'1' (one pinned core, one thread everywhere) "
+                      "and/or 'all'")
+  parser.add_argument('--images', type=int, default=300)
+  parser.add_argument('--batch_size', type=int, default=32)
+  parser.add_argument('--rounds', type=int, default=3)
+  parser.add_argument('--warmup', type=int, default=3,
+                      help='untimed batches before each timed stretch')
+  parser.add_argument('--seconds', type=float, default=3.0,
+                      help='timed seconds per variant and round (at least '
+                      '--min_batches batches)')
+  parser.add_argument('--min_batches', type=int, default=5)
+  parser.add_argument('--num_readers', type=int, default=4,
+                      help="readers with --cores=all")
+  parser.add_argument('--cpu', type=int, default=0,
+                      help="the CPU --cores=1 runs on")
+  parser.add_argument('--dataset_dir', default=None,
+                      help='a directory to keep the images and records in '
+                      'and reuse (default: a temporary one)')
+  parser.add_argument('--output_markdown', default=None)
+  parser.add_argument('--output_json', default=None)
+  parser.add_argument('--_config', default=None, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  for name in ('families', 'modes', 'cores'):
+    setattr(args, name, [x for x in getattr(args, name).split(',') if x])
+  unknown = [f for f in args.families if f not in FAMILIES]
+  if unknown:
+    parser.error('unknown family %s (known: %s)' % (unknown[0],
+                                                    ', '.join(FAMILIES)))
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  if args._config:  # pylint: disable=protected-access
+    print(json.dumps(measure(json.loads(args._config))))  # pylint: disable=protected-access
+    return 0
+  start = time.time()
+  with tempfile.TemporaryDirectory() as work:
+    keep = args.dataset_dir or work
+    dataset_dir = os.path.join(keep, 'records')
+    if not os.path.exists(dataset_dir):
+      make_records(keep, args.images)
+    rows = []
+    for config in configs(args, dataset_dir):
+      before = load_average()
+      rates = run(config)
+      config['load'] = '%s / %s' % (before, load_average())
+      rows.append(summarize(config, rates))
+      print(json.dumps(rows[-1]), flush=True)
+  header = ('Input pipeline, %d JPEGs of about 500x375 (quality 90), batch %d; '
+            '%s, %d cores; median of %d interleaved rounds; load average '
+            '(1/5/15 min) before / after each row.' % (
+                args.images, args.batch_size, cpu_name(), os.cpu_count(),
+                args.rounds))
+  table = markdown(rows, header)
+  print()
+  print(table)
+  print('\n%.0f s in all' % (time.time() - start))
+  if args.output_markdown:
+    with open(args.output_markdown, 'w') as f:
+      f.write(table + '\n')
+  if args.output_json:
+    with open(args.output_json, 'w') as f:
+      json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'cpu': cpu_name(),
+                 'settings': {k: v for k, v in vars(args).items()
+                              if not k.startswith('_')},
+                 'results': rows}, f, indent=1)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
