@@ -113,6 +113,12 @@ class _ModelVariables(object):
     return iter(slim.get_model_variables())
 
 
+def _input_wait():
+  """The seconds a step waits for its batch, when the runner measures them."""
+  waits = tf1.get_collection(est.INPUT_WAIT_SECONDS)
+  return waits[-1] if waits else None
+
+
 def image_network_info(model_name):
   """The NetworkInfo of `model_name`, refusing video networks: what these
   scripts and this model_fn feed is images [batch, height, width, channels]."""
@@ -211,6 +217,7 @@ def model_fn(features, labels, mode, params, config=None):
     hooks.append(progress.TrainingProgressHook(
         model.total_loss, images_per_batch, p.log_every_n_steps,
         max_steps=p.max_steps, clones=p.deployment.num_clones,
+        input_wait=_input_wait(),
         # images_per_sec goes beside the chief's other summaries.
         summary_dir=(config.model_dir if config is not None and config.is_chief
                      else None)))

@@ -7,7 +7,13 @@ Training logs every `--log_every_n_steps` steps (TF-Slim's cadence):
 
 with the fraction and the ETA when the last step is known (and the clones
 sharing a step's batch), and writes the same images/sec to TensorBoard as
-`images_per_sec`. The chief's last step also computes the final summaries
+`images_per_sec`. When the steps waited for their batches (the input
+pipeline is the limit, as it can be on a GPU) for at least INPUT_BOUND of
+the time, the line says so, with the fraction, and TensorBoard gets
+`input_wait_fraction` at every line:
+
+    step 300/800 (37%): loss = 0.1075 (171.5 images/sec; 50 images/step), ETA 2m55s; input-bound: 64% of the time waiting for batches (more --num_preprocessing_threads, or a faster preprocessing)
+ The chief's last step also computes the final summaries
 (TF-Slim's histograms of every activation and variable), so its line's rate
 says `images/sec incl. the final summaries`: not a slowdown of training. Evaluation logs its first
 batch, then at most one line every `every_secs` seconds, and its last batch:
@@ -21,6 +27,9 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 # Seconds between an evaluation's progress lines (eval's --log_every_n_secs).
 EVERY_SECS = 10.0
+# The fraction of the time spent waiting for batches from which a training
+# line says the run is input-bound.
+INPUT_BOUND = 0.1
 
 
 def print_now(line):
@@ -60,8 +69,13 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
   """
 
   def __init__(self, loss, images, every_n_steps, max_steps=None,
-               summary_dir=None, log=print_now, clock=time.time, clones=1):
+               summary_dir=None, log=print_now, clock=time.time, clones=1,
+               input_wait=None):
+    """`input_wait`: seconds the step waited for its batch (a scalar tensor,
+    runner.estimator.INPUT_WAIT_SECONDS), or None."""
     self._loss, self._images_tensor = loss, images
+    self._input_wait = input_wait
+    self._waited, self._wait_since = 0.0, None
     self._clones = clones
     self._every = max(int(every_n_steps or 1), 1)
     self._max_steps, self._summary_dir = max_steps, summary_dir
@@ -78,13 +92,18 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
   def before_run(self, run_context):
     if self._since is None:
       self._since = self._clock()
-    return tf1.train.SessionRunArgs([self._loss, self._images_tensor])
+    fetches = [self._loss, self._images_tensor]
+    if self._input_wait is not None:
+      fetches.append(self._input_wait)
+    return tf1.train.SessionRunArgs(fetches)
 
   def after_run(self, run_context, run_values):
-    loss, images = run_values.results
+    loss, images = run_values.results[:2]
     now = self._clock()
     self._count += 1
     self._images += int(images)
+    if self._input_wait is not None:
+      self._waited += float(run_values.results[2])
     first = self._first_done is None
     if self._count % self._every and not first:
       return
@@ -94,17 +113,32 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
     step = int(run_context.session.run(self._step_tensor))
     if first:
       self._first_done = (step, now)
+      # The first step's wait is the pipeline's start-up: not counted.
+      self._waited, self._wait_since = 0.0, now
       if self._count % self._every:
         return
-    rate = self._images / max(now - self._since, 1e-9)
+    elapsed = max(now - self._since, 1e-9)
+    rate = self._images / elapsed
+    waiting = None
+    if self._input_wait is not None and now > self._wait_since:
+      waiting = min(self._waited / (now - self._wait_since), 1.0)
     self._log(self.line(step, loss, rate, int(images), now,
-                        (now - self._since) / self._count))
+                        (now - self._since) / self._count, waiting))
     if self._writer is not None:
-      self._writer.add_summary(tf1.Summary(value=[tf1.Summary.Value(
-          tag='images_per_sec', simple_value=rate)]), step)
+      values = [tf1.Summary.Value(tag='images_per_sec', simple_value=rate)]
+      if waiting is not None:
+        values.append(tf1.Summary.Value(tag='input_wait_fraction',
+                                        simple_value=waiting))
+      self._writer.add_summary(tf1.Summary(value=values), step)
     self._count, self._images, self._since = 0, 0, now
+    self._waited, self._wait_since = 0.0, now
 
-  def line(self, step, loss, rate, images, now, recent_per_step):
+  def line(self, step, loss, rate, images, now, recent_per_step,
+           waiting=None):
+    return self._line(step, loss, rate, images, now, recent_per_step) + (
+        input_bound_note(waiting))
+
+  def _line(self, step, loss, rate, images, now, recent_per_step):
     per_step = '%d images/step' % images
     if self._clones > 1:
       per_step += (' = %d clones x %d' % (self._clones, images // self._clones)
@@ -128,6 +162,16 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
   def end(self, session):
     if self._writer is not None:
       self._writer.flush()
+
+
+def input_bound_note(waiting):
+  """'; input-bound: 64% of the time waiting for batches (...)' when the
+  fraction `waiting` (None: unknown) is at least INPUT_BOUND, else ''."""
+  if waiting is None or waiting < INPUT_BOUND:
+    return ''
+  return ('; input-bound: %d%% of the time waiting for batches (more '
+          '--num_preprocessing_threads, or a faster preprocessing)'
+          % round(100 * waiting))
 
 
 class ChanceLevelHook(tf1.train.SessionRunHook):

@@ -4,7 +4,8 @@ Pipeline: shard names (sorted; shuffled when shuffling) -> interleave over
 `num_readers` shards -> shuffle serialized records -> repeat(num_epochs) ->
 decode, check label, preprocess on `num_preprocessing_threads` -> batch ->
 prefetch. JPEG records reach a preprocessing function that takes encoded
-images (preprocessing/encoded_image.py: TF-Slim's four families do) undecoded,
+images undecoded (its attribute `takes_encoded_images` is the class to wrap
+the bytes in, preprocessing/encoded_image.py; inception, vgg and cifarnet do),
 so it decodes only the crop it keeps; other records, other functions and
 `fused_decoding=False` (TF-Slim's order: decode all, then crop) get the
 decoded uint8 image. Records are shuffled before decoding, so the buffer holds compact
@@ -17,7 +18,6 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 from datasets import dataset_factory
-from preprocessing import encoded_image
 
 DEFAULT_SHUFFLE_BUFFER = 10000
 # TF-Slim's --num_readers and --num_preprocessing_threads, the defaults of
@@ -98,8 +98,8 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
                               reshuffle_each_iteration=True)
   dataset = dataset.repeat(num_epochs)
 
-  fused = bool(fused_decoding and preprocess_fn is not None
-               and encoded_image.accepts_encoded(preprocess_fn)
+  encoded_type = getattr(preprocess_fn, 'takes_encoded_images', None)
+  fused = bool(fused_decoding and encoded_type is not None
                and _decodes_examples(descriptor))
 
   def decode_and_preprocess(serialized, summaries=None, fused=fused):
@@ -125,8 +125,8 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
       # Both branches preprocess: a PNG (or raw) record is decoded whole.
       image = tf.cond(
           is_jpeg,
-          lambda: preprocess_fn(encoded_image.EncodedJpeg(
-              contents, descriptor.channels), **kwargs),
+          lambda: preprocess_fn(encoded_type(contents, descriptor.channels),
+                                **kwargs),
           lambda: preprocess_fn(descriptor.decoder(serialized)[0], **kwargs))
     else:
       image = preprocess_fn(image, **kwargs)

@@ -83,10 +83,13 @@ def decoded(image):
 
 
 def takes_encoded_images(fn):
-  """Marks `fn(image, ...)` as accepting an EncodedJpeg for `image`."""
-  fn.takes_encoded_images = True
+  """Marks `fn(image, ...)` as accepting an EncodedJpeg for `image`: its
+  attribute `takes_encoded_images` is the class, which the reader (a
+  datasets module: it imports no preprocessing) instantiates."""
+  fn.takes_encoded_images = EncodedJpeg
   return fn
 
 
 def accepts_encoded(fn):
-  return bool(getattr(fn, 'takes_encoded_images', False))
+  """The class of encoded image `fn` takes, or None."""
+  return getattr(fn, 'takes_encoded_images', None)

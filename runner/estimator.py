@@ -186,10 +186,24 @@ def call_model_fn(model_fn, features, labels, mode, params, config):
   return spec
 
 
+# The collection of the seconds each step waited for its batch (one scalar
+# tensor, when input_fn returned a Dataset): from the step's start until the
+# iterator handed over the next element. Progress lines set it against the
+# step time (classification/progress.py).
+INPUT_WAIT_SECONDS = 'input_wait_seconds'
+
+
 def _features_and_labels(result):
   """input_fn may return a Dataset, (features, labels) or features."""
   if isinstance(result, tf.data.Dataset):
-    result = tf1.data.make_one_shot_iterator(result).get_next()
+    # No inputs: runs as the step starts; the batch is ready when get_next
+    # returns, at once if the pipeline kept ahead of the steps.
+    start = tf.timestamp()
+    with tf.control_dependencies([start]):
+      result = tf1.data.make_one_shot_iterator(result).get_next()
+    with tf.control_dependencies(tf.nest.flatten(result)):
+      waited = tf.timestamp() - start
+    tf1.add_to_collection(INPUT_WAIT_SECONDS, waited)
   if isinstance(result, (tuple, list)) and len(result) == 2:
     return result[0], result[1]
   return result, None
