@@ -29,6 +29,10 @@ training step), and its fraction of the matmul peak of its precision, which
 each round measures first (benchmarks/bf16_peak.py's --peak_size matmul in
 float32 and bfloat16). The table's first line names the CPU (model, cores,
 AMX, AVX512-BF16 from /proc/cpuinfo) and the peaks.
+--input_table instead measures the input pipeline alone on ImageNet-size
+photo JPEGs (benchmarks/input_benchmark.py: per preprocessing family,
+training and evaluation, one core and all cores, the fused pipeline beside
+TF-Slim's order and the whole-image decoder, interleaved in one process).
 --zoo_table instead measures every image network (or --models), one process
 each: graph build seconds, inference ms/image at batch 1, images/sec at
 --zoo_batch_size; printed and written as markdown.
@@ -466,6 +470,14 @@ def parse_args(argv=None):
                       help='build s, inference ms/image at batch 1 and '
                       'images/sec at --zoo_batch_size of every --models')
   parser.add_argument('--zoo_batch_size', type=int, default=32)
+  parser.add_argument('--input_table', action='store_true',
+                      help='instead, the input pipeline on ImageNet-size '
+                      'photo JPEGs per preprocessing family, training and '
+                      'evaluation, one core and all: the whole-image decoder, '
+                      'TF-Slim\'s order and the fused pipeline, interleaved '
+                      '(benchmarks/input_benchmark.py; --rounds, the first '
+                      '--batch_sizes, --num_readers, --dataset_dir to keep '
+                      'its records, --output_json/--output_markdown)')
   parser.add_argument('--output_json', default=None)
   parser.add_argument('--output_markdown', default=None,
                       help='the table as markdown')
@@ -785,6 +797,15 @@ def profile_table(args, jobs, top=12):
 
 def main(argv=None):
   args = parse_args(argv)
+  if args.input_table:
+    sys.path.insert(0, ROOT)
+    from benchmarks import input_benchmark  # pylint: disable=import-outside-toplevel
+    return input_benchmark.main(
+        ['--rounds=%d' % args.rounds, '--batch_size=%d' % args.batch_sizes[0],
+         '--num_readers=%d' % args.num_readers] +
+        ['--%s=%s' % (name, getattr(args, name)) for name in
+         ('dataset_dir', 'output_json', 'output_markdown')
+         if getattr(args, name)])
   if args._job:  # pylint: disable=protected-access
     sys.path.insert(0, ROOT)
     job = json.loads(args._job)  # pylint: disable=protected-access

@@ -26,7 +26,10 @@ The three run in one process on the same files, interleaved: each round
 times every variant in turn (after warm-up batches that also let the
 previous variant's prefetching finish), and the table gives the median rate
 over rounds and the median of each round's ratios, so load from other
-processes hits the three alike. The load average is printed beside them.
+processes hits the three alike. On one core the rate is images per second
+of the process's CPU time (the work itself: a shared machine's other
+processes barely move it, where they halve a wall-clock rate); on all cores
+images per second of wall time. The load average is printed beside them.
 """
 import argparse
 import json
@@ -149,19 +152,23 @@ def measure(config):
     session_config = tf1.ConfigProto(
         intra_op_parallelism_threads=1 if one else 0,
         inter_op_parallelism_threads=1 if one else 0)
-    rates = {v: [] for v in VARIANTS}
+    wall = {v: [] for v in VARIANTS}
+    cpu = {v: [] for v in VARIANTS}
     with tf1.Session(config=session_config) as session:
       for _ in range(config['rounds']):
         for variant in VARIANTS:
           for _ in range(config['warmup']):
             session.run(steps[variant])
-          count, start = 0, time.perf_counter()
+          count = 0
+          start, start_cpu = time.perf_counter(), time.process_time()
           while count < config['min_batches'] or (
               time.perf_counter() - start < config['seconds']):
             session.run(steps[variant])
             count += 1
-          rates[variant].append(count * batch / (time.perf_counter() - start))
-  return rates
+          wall[variant].append(count * batch / (time.perf_counter() - start))
+          cpu[variant].append(count * batch / max(
+              time.process_time() - start_cpu, 1e-9))
+  return {'wall': wall, 'cpu': cpu}
 
 
 def load_average():
@@ -198,8 +205,13 @@ def run(config):
   return json.loads(output.strip().splitlines()[-1])
 
 
-def summarize(config, rates):
-  """A table row: median rates and the medians of the per-round ratios."""
+def summarize(config, measured):
+  """A table row: median rates and the medians of the per-round ratios; on
+  one core the rates are per second of the process's CPU time (which other
+  processes on the machine barely change), on all cores per second of wall
+  time (`wall` and `cpu` in the JSON have both)."""
+  rates = measured['cpu' if config['cores'] == '1' else 'wall']
+
   def ratio(a, b):
     return statistics.median(x / y for x, y in zip(rates[a], rates[b]))
   row = dict(family=config['family'], mode=config['mode'],
@@ -207,6 +219,9 @@ def summarize(config, rates):
              load=config.get('load', ''),
              **{v: statistics.median(rates[v]) for v in VARIANTS},
              **{v + '_spread': (min(rates[v]), max(rates[v])) for v in VARIANTS})
+  row.update(wall={v: statistics.median(measured['wall'][v]) for v in VARIANTS},
+             cpu={v: statistics.median(measured['cpu'][v]) for v in VARIANTS},
+             basis='cpu' if config['cores'] == '1' else 'wall')
   row.update(tf_slim_to_decode=ratio('tf-slim', 'decode'),
              fused_to_decode=ratio('fused', 'decode'),
              fused_to_tf_slim=ratio('fused', 'tf-slim'))
@@ -284,7 +299,8 @@ def main(argv=None):
       rows.append(summarize(config, rates))
       print(json.dumps(rows[-1]), flush=True)
   header = ('Input pipeline, %d JPEGs of about 500x375 (quality 90), batch %d; '
-            '%s, %d cores; median of %d interleaved rounds; load average '
+            '%s, %d cores; median of %d interleaved rounds; images per '
+            'second of CPU time on 1 core, of wall time on all; load average '
             '(1/5/15 min) before / after each row.' % (
                 args.images, args.batch_size, cpu_name(), os.cpu_count(),
                 args.rounds))

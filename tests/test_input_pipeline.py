@@ -334,3 +334,22 @@ def test_input_bound_note_names_the_fraction_from_the_threshold():
   assert progress.input_bound_note(progress.INPUT_BOUND / 2) == ''
   assert progress.input_bound_note(0.64).startswith(
       '; input-bound: 64% of the time waiting for batches')
+
+
+@pytest.mark.slow
+def test_the_input_benchmark_reports_three_variants_and_their_ratios(tmp_path):
+  import json  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path / 'input.json')
+  result = subprocess.run(
+      [sys.executable, input_benchmark.__file__, '--families=cifarnet',
+       '--modes=train', '--cores=1', '--images=8', '--rounds=2',
+       '--seconds=0.1', '--min_batches=1', '--warmup=1', '--batch_size=4',
+       '--output_json=' + out], capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  row, = json.load(open(out))['results']
+  assert (row['family'], row['mode'], row['cores']) == ('cifarnet', 'train', '1')
+  assert all(row[v] > 0 for v in input_benchmark.VARIANTS)
+  assert 0 < row['fused_to_decode'] and 0 < row['fused_to_tf_slim']
+  assert '| cifarnet | train | 1 |' in result.stdout
