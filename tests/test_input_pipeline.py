@@ -235,7 +235,7 @@ def test_crop_boxes_drawn_from_the_header_match_those_of_the_decoded_image(
   ratios and positions; with the same op seeds, the same boxes."""
   with open(photos[0][0], 'rb') as f:
     data = f.read()
-  bbox = tf.constant([[[0.1, 0.2, 0.9, 0.7]]])
+  bbox = np.array([[[0.1, 0.2, 0.9, 0.7]]], np.float32)
 
   def boxes(fused, seed, seed2):
     with tf.Graph().as_default():
