@@ -7,12 +7,12 @@ Training logs every `--log_every_n_steps` steps (TF-Slim's cadence):
 
 with the fraction and the ETA when the last step is known (and the clones
 sharing a step's batch), and writes the same images/sec to TensorBoard as
-`images_per_sec`. When the steps waited for their batches (the input
-pipeline is the limit, as it can be on a GPU) for at least INPUT_BOUND of
-the time, the line says so, with the fraction, and TensorBoard gets
-`input_wait_fraction` at every line:
+`images_per_sec`. When the steps since the last line waited for their
+batches (the input pipeline is the limit, as it can be on a GPU) for at
+least INPUT_BOUND of the time, a second line says so:
 
-    step 300/800 (37%): loss = 0.1075 (171.5 images/sec; 50 images/step), ETA 2m55s; input-bound: 64% of the time waiting for batches (more --num_preprocessing_threads, or a faster preprocessing)
+    step 300/800 (37%): loss = 0.1075 (171.5 images/sec; 50 images/step), ETA 2m55s
+    input-bound: 64% of the time waiting for batches (more --num_preprocessing_threads, or a faster preprocessing)
  The chief's last step also computes the final summaries
 (TF-Slim's histograms of every activation and variable), so its line's rate
 says `images/sec incl. the final summaries`: not a slowdown of training. Evaluation logs its first
@@ -123,22 +123,16 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
     if self._input_wait is not None and now > self._wait_since:
       waiting = min(self._waited / (now - self._wait_since), 1.0)
     self._log(self.line(step, loss, rate, int(images), now,
-                        (now - self._since) / self._count, waiting))
+                        (now - self._since) / self._count))
+    if input_bound_note(waiting):
+      self._log(input_bound_note(waiting))
     if self._writer is not None:
-      values = [tf1.Summary.Value(tag='images_per_sec', simple_value=rate)]
-      if waiting is not None:
-        values.append(tf1.Summary.Value(tag='input_wait_fraction',
-                                        simple_value=waiting))
-      self._writer.add_summary(tf1.Summary(value=values), step)
+      self._writer.add_summary(tf1.Summary(value=[tf1.Summary.Value(
+          tag='images_per_sec', simple_value=rate)]), step)
     self._count, self._images, self._since = 0, 0, now
     self._waited, self._wait_since = 0.0, now
 
-  def line(self, step, loss, rate, images, now, recent_per_step,
-           waiting=None):
-    return self._line(step, loss, rate, images, now, recent_per_step) + (
-        input_bound_note(waiting))
-
-  def _line(self, step, loss, rate, images, now, recent_per_step):
+  def line(self, step, loss, rate, images, now, recent_per_step):
     per_step = '%d images/step' % images
     if self._clones > 1:
       per_step += (' = %d clones x %d' % (self._clones, images // self._clones)
@@ -165,11 +159,11 @@ class TrainingProgressHook(tf1.train.SessionRunHook):
 
 
 def input_bound_note(waiting):
-  """'; input-bound: 64% of the time waiting for batches (...)' when the
+  """'input-bound: 64% of the time waiting for batches (...)' when the
   fraction `waiting` (None: unknown) is at least INPUT_BOUND, else ''."""
   if waiting is None or waiting < INPUT_BOUND:
     return ''
-  return ('; input-bound: %d%% of the time waiting for batches (more '
+  return ('input-bound: %d%% of the time waiting for batches (more '
           '--num_preprocessing_threads, or a faster preprocessing)'
           % round(100 * waiting))
 

@@ -319,7 +319,8 @@ def _progress_lines(input_delay, step_delay, steps=12):
 
 def test_a_slow_input_is_reported_as_input_bound():
   lines = _progress_lines(input_delay=0.05, step_delay=0.0)
-  assert 'input-bound' in lines[-1], lines
+  assert lines[-2].startswith('step 12: loss'), lines
+  assert lines[-1].startswith('input-bound: '), lines
   waited = int(lines[-1].split('input-bound: ')[1].split('%')[0])
   assert waited >= 80, lines
 
@@ -333,7 +334,7 @@ def test_input_bound_note_names_the_fraction_from_the_threshold():
   assert progress.input_bound_note(None) == ''
   assert progress.input_bound_note(progress.INPUT_BOUND / 2) == ''
   assert progress.input_bound_note(0.64).startswith(
-      '; input-bound: 64% of the time waiting for batches')
+      'input-bound: 64% of the time waiting for batches')
 
 
 @pytest.mark.slow
