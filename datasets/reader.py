@@ -135,11 +135,13 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
           tf.compat.v1.GraphKeys.SUMMARIES)[before:])
     return image, label
 
-  dataset = dataset.map(lambda s: decode_and_preprocess(s),
+  traced = []
+  dataset = dataset.map(lambda s: decode_and_preprocess(s, traced),
                         num_parallel_calls=num_preprocessing_threads)
-  if image_summaries and preprocess_fn is not None:
+  if image_summaries and (traced or fused):
     # Summaries made in the fused pipeline's tf.cond branches stay there:
-    # the summary pipeline preprocesses in TF-Slim's order.
+    # the summary pipeline preprocesses in TF-Slim's order (and adds
+    # nothing if that makes no summaries).
     _add_summary_pipeline(
         files, lambda s, made: decode_and_preprocess(s, made, fused=False),
         seed)
