@@ -107,7 +107,8 @@ def build_estimator(dataset, task):
   deployment = model_deploy.DeploymentConfig(
       num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu,
       variable_update=F.variable_update,
-      collective_timeout_secs=F.collective_timeout_secs).for_task(task)
+      collective_timeout_secs=F.collective_timeout_secs,
+      exact=True).for_task(task)
   deployment.check_devices_available()
   params = classifier.ClassifierParams(
       model_name=F.model_name,

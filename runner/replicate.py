@@ -300,11 +300,12 @@ def replicate_model_fn(model_fn, devices=None, num_clones=None,
       num_clones = max(len(tf.config.list_physical_devices('GPU')), 1)
     deployment = model_deploy.DeploymentConfig(
         num_clones=num_clones, clone_on_cpu=bool(clone_on_cpu),
-        variables_device=variables_device, variable_update=variable_update)
+        variables_device=variables_device, variable_update=variable_update,
+        exact=True)
   else:
     deployment = model_deploy.DeploymentConfig(
         devices=devices, variables_device=variables_device,
-        variable_update=variable_update)
+        variable_update=variable_update, exact=True)
 
   def replicated_model_fn(features, labels, mode, params=None, config=None):
     task = deployment
@@ -330,7 +331,7 @@ def _replicated_call(model_fn, config, features, labels, mode, params,
       gatherer.tower = i
       with model_deploy.clone_context(config, i, shared) as record:
         gatherer.records.append(record)
-        gatherer.tower_scope = record.scope
+        gatherer.tower_scope = record.scope.rstrip('/')
         tower_features, tower_labels = pieces[i]
         specs.append(est.call_model_fn(
             model_fn, tower_features, tower_labels, mode, params, run_config))
