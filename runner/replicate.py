@@ -290,10 +290,16 @@ def replicate_model_fn(model_fn, devices=None, num_clones=None,
       clone_on_cpu); default: every GPU, or one device.
     variables_device: where every variable lives (default: CPU for several
       devices, the device itself for one).
-    variable_update: 'parameter_server' (one copy of the variables) or
+    variable_update: 'parameter_server' (one copy of the variables),
       'replicated' (a copy per device, gradients all-reduced; see
-      model_deploy): the gradients a tower's optimizer computes are then of
-      the tower's copies.
+      model_deploy: the gradients a tower's optimizer computes are then of
+      the tower's copies) or 'collective_all_reduce' (the same across the
+      workers of a cluster without parameter servers; the Estimator's
+      RunConfig cluster says which task this is).
+
+  The towers follow model_deploy's exact semantics (`exact=True`): each
+  takes its slice of the batch and the step is one device's on the whole
+  batch.
   """
   if devices is None:
     if num_clones is None:
