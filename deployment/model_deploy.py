@@ -1,6 +1,16 @@
 """Deploys a model on several devices ("clones") with averaged gradients.
 
-One mechanism, two semantics, chosen by `DeploymentConfig(exact=...)`:
+One mechanism -- the clone context (name scope, variable reuse, the clone's
+view of the collections), one device function per clone, the gathering of
+each clone's losses and the sum of their gradients -- with two semantics,
+chosen by `DeploymentConfig(exact=...)`.
+
+Placement, in both: one device function per clone (`DeploymentConfig.
+device_function`) puts every variable op -- slim, tf.compat.v1.layers,
+get_variable, Keras legacy layers, optimizer slots, moving averages, metric
+variables -- on the variables device and every other op on the clone's
+device. An explicit `tf.device` inside the model still wins, as in
+TensorFlow.
 
 `exact=False` (the default): TF-Slim's model_deploy, as TF-Slim's own
 scripts and tests (research/slim/deployment/model_deploy_test.py) expect it.
@@ -17,13 +27,9 @@ average; every clone's batch-norm update ops stay in UPDATE_OPS and `deploy`
 `exact=True`: N devices take exactly one device's step on the whole batch.
 The project's scripts, `replicate_model_fn` and the 'replicated' and
 'collective_all_reduce' layouts (which imply it) use it:
-  * placement (both semantics): one device function per clone (`DeploymentConfig.
-    device_function`) puts every variable op -- slim, tf.compat.v1.layers,
-    get_variable, Keras legacy layers, optimizer slots, moving averages,
-    metric variables -- on the variables device (the CPU when there are
-    several clones, the clone's own device for one, the parameter servers in
-    a cluster) and every other op on the clone's device. An explicit
-    `tf.device` inside the model still wins, as in TensorFlow.
+  * variables on the CPU when there are several clones, on the clone's own
+    device for one, greedy by size over the parameter servers in a cluster;
+    CPU clone i on `/device:CPU:i` (logical devices in one process);
   * the input batch is split along its first dimension; a batch that does not
     divide evenly gives the remainder to the last clone;
   * each clone's loss covers its slice; the gradient applied is the average of
@@ -740,7 +746,8 @@ def combine_gradients(clone_grads, on_variables_device=True):
   for var in order:
     grads = by_var[var.ref()]
     with tf1.name_scope(var.op.name + '/combine_gradients'):
-      with tf.device(var.device if on_variables_device else None):
+      with (tf.device(var.device) if on_variables_device
+            else contextlib.nullcontext()):
         if len(grads) == 1:
           total = grads[0]
         elif all(isinstance(g, tf.IndexedSlices) for g in grads):
