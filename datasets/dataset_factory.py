@@ -57,14 +57,17 @@ class Dataset(slim.dataset.Dataset):
   'object/bbox'), num_samples, items_to_descriptions, num_classes,
   labels_to_names. The reader's: name, split_name, file_pattern, files,
   shards (their sizes and digests, from the conversion's metadata), channels,
-  has_boxes, and `decode(serialized)`. Read-only, as a description of files
-  on disk should be.
+  image_size (fixed (height, width) or None), has_boxes, tf_slim_records
+  (the records hold TF-Slim's keys, read by `example_decoder`; False for a
+  TF-Slim dataset module's own decoder), and `decode(serialized)`.
+  Read-only, as a description of files on disk should be.
   """
 
   def __init__(self, *, name, split_name, file_pattern, num_samples,
                num_classes, labels_to_names, channels, decoder, files=(),
-               shards=(), has_boxes=False, reader=None,
-               items_to_descriptions=None, graph_decoder=None):
+               shards=(), has_boxes=False, image_size=None,
+               tf_slim_records=False, reader=None, items_to_descriptions=None,
+               graph_decoder=None):
     items = items_to_descriptions or {'image': 'A color image of varying size.' if channels == 3 else
                       'A %d-channel image of varying size.' % channels,
              'label': 'A single integer between 0 and %d' % (num_classes - 1)}
@@ -78,6 +81,8 @@ class Dataset(slim.dataset.Dataset):
         name=name, split_name=split_name, file_pattern=file_pattern,
         files=tuple(files), shards=tuple(shards), channels=int(channels),
         has_boxes=bool(has_boxes),
+        image_size=tuple(image_size) if image_size else None,
+        tf_slim_records=bool(tf_slim_records),
         # A TF-Slim module's decoder holds tensors of the graph it was made
         # in; the reader asks for one made in its own graph.
         _graph_decoder=graph_decoder or (lambda: decoder))
@@ -299,7 +304,8 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None):
       num_samples=num_samples, num_classes=num_classes,
       labels_to_names=labels_to_names, channels=info.channels,
       decoder=example_decoder(info.channels, info.image_size, info.has_boxes),
-      files=files, shards=shards, has_boxes=info.has_boxes)
+      files=files, shards=shards, has_boxes=info.has_boxes,
+      image_size=info.image_size, tf_slim_records=True)
   verify_shards(dataset)
   return dataset
 
