@@ -36,7 +36,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
   """A tf.data.Dataset of (images, labels) batches for one dataset split.
 
   Args:
-    descriptor: a dataset_factory.DatasetDescriptor.
+    descriptor: a dataset_factory.Dataset (what get_dataset returns).
     batch_size: images per batch.
     preprocess_fn: image (uint8 [H, W, C]) -> image; closes over the output size
       and casts. None casts to float32 and keeps the size. When the dataset
@@ -82,7 +82,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     raise ValueError("no files match '%s'" % descriptor.file_pattern)
   # Sizes again (cheap): a shard may have changed since the descriptor was made.
   dataset_factory.verify_shards(descriptor, digests=False)
-  use_boxes = bool(descriptor.has_boxes and descriptor.box_decoder
+  use_boxes = bool(descriptor.has_boxes
                    and preprocess_fn is not None and _takes_bbox(preprocess_fn))
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -108,9 +108,9 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     if fused:
       image, label, boxes = _parse_encoded(serialized, descriptor, use_boxes)
     elif use_boxes:
-      image, label, boxes = descriptor.box_decoder(serialized)
+      image, label, boxes = descriptor.decode(serialized, with_boxes=True)
     else:
-      image, label = descriptor.decoder(serialized)
+      image, label = descriptor.decode(serialized)
     label = label - labels_offset
     in_range = tf.logical_and(label >= 0, label < num_labels)
     check = tf.debugging.Assert(
@@ -127,7 +127,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
           is_jpeg,
           lambda: preprocess_fn(encoded_type(contents, descriptor.channels),
                                 **kwargs),
-          lambda: preprocess_fn(descriptor.decoder(serialized)[0], **kwargs))
+          lambda: preprocess_fn(descriptor.decode(serialized)[0], **kwargs))
     else:
       image = preprocess_fn(image, **kwargs)
     if summaries is not None:
@@ -203,41 +203,21 @@ def _add_summary_pipeline(files, decode_and_preprocess, seed):
 
 
 def _decodes_examples(descriptor):
-  """True when the descriptor's records are TF-Slim Examples that
-  dataset_factory.decode_example decodes (our converters' and TF-Slim's),
-  whose image bytes the fused path can read itself."""
-  decoder = getattr(descriptor, 'decoder', None)
-  keywords = getattr(decoder, 'keywords', None) or {}
-  # Fixed-size datasets keep their decoder: it gives the static shape.
-  return (getattr(decoder, 'func', None) is dataset_factory.decode_example
-          and not getattr(decoder, 'args', ())
-          and not keywords.get('image_size'))
-
-
-_ENCODED_FEATURES = {
-    'image/encoded': tf.io.FixedLenFeature((), tf.string),
-    'image/format': tf.io.FixedLenFeature((), tf.string, default_value=''),
-    'image/class/label': tf.io.FixedLenFeature((), tf.int64),
-}
-_BOX_KEYS = ('ymin', 'xmin', 'ymax', 'xmax')  # the order of TF's box ops
+  """True when the descriptor's records hold TF-Slim's keys, read by
+  dataset_factory.example_decoder (our converters' and TF-Slim's), whose
+  image bytes the fused path can read itself. Fixed-size datasets keep
+  their decoder: it gives the static shape."""
+  return (getattr(descriptor, 'tf_slim_records', False)
+          and not descriptor.image_size)
 
 
 def _parse_encoded(serialized, descriptor, with_boxes):
   """((image bytes, is a JPEG), label, [1, N, 4] boxes or None) of one
-  record, read with TF-Slim's keys as decode_example reads them."""
-  features = dict(_ENCODED_FEATURES)
-  if with_boxes:
-    features.update({'image/object/bbox/%s' % k: tf.io.VarLenFeature(tf.float32)
-                     for k in _BOX_KEYS})
-  parsed = tf.io.parse_single_example(serialized, features)
+  record, undecoded."""
+  parsed = descriptor.parse_encoded(serialized, with_boxes)
   contents = parsed['image/encoded']
   # 'raw' pixels could begin like a JPEG: the format decides for them.
   is_jpeg = tf.logical_and(
       tf.not_equal(tf.strings.lower(parsed['image/format']), 'raw'),
       tf.io.is_jpeg(contents))
-  boxes = None
-  if with_boxes:
-    boxes = tf.expand_dims(tf.stack(
-        [tf.sparse.to_dense(parsed['image/object/bbox/%s' % k])
-         for k in _BOX_KEYS], axis=1), 0)
-  return (contents, is_jpeg), parsed['image/class/label'], boxes
+  return (contents, is_jpeg), parsed['image/class/label'], parsed.get('boxes')

@@ -83,7 +83,7 @@ def validation(digits_dir):
   with tf.Graph().as_default():
     images, labels = tf1.data.make_one_shot_iterator(input_fn()).get_next()
     raw = tf1.data.make_one_shot_iterator(
-        tf.data.TFRecordDataset(list(dataset.files)).map(dataset.decoder)
+        tf.data.TFRecordDataset(list(dataset.files)).map(dataset.decode)
         .batch(40)).get_next()[0]
     with tf1.Session() as session:
       return session.run([images, labels, raw])

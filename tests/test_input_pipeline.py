@@ -3,8 +3,6 @@ order (decode everything, then crop), on real photographs converted by
 image_folder: evaluation is bit-identical, training has the same
 distribution (the same floats for the same random draws), PNG records and
 channel handling work as before, and a slow input is reported."""
-import dataclasses
-import functools
 import os
 
 import numpy as np
@@ -280,8 +278,13 @@ def test_grayscale_and_one_channel_decoding_still_work(photos, family):
                                         use_grayscale=True)))
   assert gray[0].shape[-1] == 1
   descriptor = photos[1]
-  one = dataclasses.replace(descriptor, channels=1, decoder=functools.partial(
-      dataset_factory.decode_example, channels=1))
+  one = dataset_factory.Dataset(
+      name=descriptor.name, split_name=descriptor.split_name,
+      file_pattern=descriptor.file_pattern,
+      num_samples=descriptor.num_samples, num_classes=descriptor.num_classes,
+      labels_to_names=descriptor.labels_to_names, channels=1,
+      decoder=dataset_factory.example_decoder(1), files=descriptor.files,
+      shards=descriptor.shards, tf_slim_records=True)
   fused = read_all(one, family, False, fused=True)
   np.testing.assert_array_equal(
       np.stack(fused), np.stack(read_all(one, family, False, fused=False)))
