@@ -58,7 +58,9 @@ _RETRYABLE_OP_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                         tf.errors.CancelledError)
 _RETRYABLE_TEXT = re.compile(
     r'Connection reset|Connection refused|Socket closed|failed to connect|'
-    r'connect to all addresses|Stream removed|recvmsg:|GOAWAY', re.I)
+    r'connect to all addresses|Stream removed|recvmsg:|GOAWAY|'
+    # a parameter server restarted beneath the job: the chief restores it
+    r'was uninitialized|uninitialized value', re.I)
 
 
 def exit_status(error):
