@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 import chaos  # noqa: E402
 
-STEPS, KILLS = 200, 2
+STEPS, KILLS = 150, 2
 
 
 @pytest.mark.slow
