@@ -17,6 +17,17 @@ workers get `--grace_secs` to finish their last step, the evaluator the same
 to evaluate the last checkpoint, then everything still running is stopped.
 Ctrl-C stops every task. The exit status is the chief's (or the evaluator's
 when the chief succeeded and it failed).
+
+--max_restarts=N heals the job: every task is watched, and when one ends
+with a retryable status (zoo_errors: 128-255, a signal's 128 + N among them)
+the others are stopped, every task starts again on new free ports and the
+chief resumes from the last checkpoint, one line per restart:
+
+    launch: restart 1/3: worker:1 exited 137 (killed); resuming from step 840
+
+After N restarts it gives up with the last cause and its status; a
+permanent status (1-127) never restarts. The evaluator, which follows the
+train_dir, runs on across restarts.
 """
 import argparse
 import json
