@@ -53,7 +53,7 @@ def training_command(digits, train_dir, steps, layout):
 
 def launcher_argv(layout, max_restarts):
   argv = [sys.executable, '-m', 'deployment.launch', '--workers=2',
-          '--max_restarts=%d' % max_restarts, '--stop_grace_secs=10',
+          '--max_restarts=%d' % max_restarts, '--stop_grace_secs=5',
           '--grace_secs=30']
   argv.append('--ps=1' if layout == 'ps' else '--ps=0')
   return argv

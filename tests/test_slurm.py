@@ -163,7 +163,7 @@ def test_a_job_started_by_srun_variables_alone_trains(digits, tmp_path):
     assert chief.wait(300) == 0, chief.output()[-3000:]
     assert worker.wait(60) == 0, worker.output()[-3000:]
     assert ps.poll() is None  # a ps serves until stopped
-    assert ps.stop() == 143
+    assert ps.stop(grace=60) == 143  # its line, then status 128 + SIGTERM
   finally:
     for task in tasks:
       task.stop()
