@@ -1,7 +1,8 @@
 """The project's error lines: one line that names the culprit and, for an
 unknown name, the closest known one; and the exit statuses every script and
-task ends with (0 done, PERMANENT, RETRYABLE or 128 + a signal). Every package and script may import it
-(it is part of the platform layer, with tf_compat and quiet_tensorflow)."""
+task ends with (0 done, PERMANENT, RETRYABLE or 128 + a signal). Every
+package and script may import it (it is part of the platform layer, with
+tf_compat and quiet_tensorflow)."""
 import difflib
 import re
 import signal
