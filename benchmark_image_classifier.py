@@ -212,7 +212,8 @@ def measure_harness(job):
       optimizer=optimization.OptimizerParams(optimizer='momentum',
                                              learning_rate=0.001),
       deployment=model_deploy.DeploymentConfig(num_clones=clones,
-                                               clone_on_cpu=clones > 1),
+                                               clone_on_cpu=clones > 1,
+                                               exact=True),
       log_every_n_steps=10 ** 9, precision=job['precision'])
   timer = Timer()
   timed = job['warmup'] + job['steps']

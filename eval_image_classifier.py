@@ -281,7 +281,8 @@ def main(_):
     check_follow_flags()
     script_flags.resolve_labels_offset(first_checkpoint(), dataset.num_classes)
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
-                                               clone_on_cpu=F.clone_on_cpu)
+                                               clone_on_cpu=F.clone_on_cpu,
+                                               exact=True)
     deployment.check_devices_available()
     params = classifier.ClassifierParams(
         model_name=F.model_name,

@@ -57,7 +57,7 @@ def main(_):
     files = list(dataset.files) or sorted(tf.io.gfile.glob(dataset.file_pattern))
     with tf.Graph().as_default():
       records = tf.data.TFRecordDataset(files).take(F.num_images).map(
-          dataset.decoder)
+          dataset.decode)
       image, label = tf1.data.make_one_shot_iterator(records).get_next()
       png = tf.io.encode_png(image)
       with tf1.Session() as session, exporter.staged_path(

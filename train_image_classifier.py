@@ -122,7 +122,8 @@ def build_estimator(dataset, task):
   deployment = model_deploy.DeploymentConfig(
       num_clones=F.num_clones, clone_on_cpu=F.clone_on_cpu,
       variable_update=F.variable_update,
-      collective_timeout_secs=F.collective_timeout_secs).for_task(task)
+      collective_timeout_secs=F.collective_timeout_secs,
+      exact=True).for_task(task)
   deployment.check_devices_available()
   params = classifier.ClassifierParams(
       model_name=F.model_name,
@@ -186,7 +187,10 @@ def main(_):
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')
     classifier.image_network_info(F.model_name)
-    script_flags.check_flags(required=['dataset_dir'])
+    # Before anything reads the train_dir: a bad count is refused whatever
+    # checkpoint is there.
+    script_flags.check_flags(required=['dataset_dir'],
+                             at_least_one=['max_number_of_steps'])
     script_flags.expand_paths('train_dir', 'dataset_dir', 'checkpoint_path')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)

@@ -50,7 +50,7 @@ class ClassifierParams:
   optimizer: optimization.OptimizerParams = dataclasses.field(
       default_factory=optimization.OptimizerParams)
   deployment: model_deploy.DeploymentConfig = dataclasses.field(
-      default_factory=model_deploy.DeploymentConfig)
+      default_factory=lambda: model_deploy.DeploymentConfig(exact=True))
   summarize_activations: bool = True
   log_every_n_steps: int = optimization.flag_field(
       10, 'Steps between log lines.')

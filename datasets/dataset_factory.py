@@ -1,9 +1,11 @@
-"""The datasets' factory: the built-in dataset modules, and descriptors of splits.
+"""The datasets' factory: the built-in dataset modules, and one split of each.
 
 The built-in datasets are the modules imported below, each registering itself
 (datasets/registry.py); `get_info(name)` also imports a user's dataset module
-by name. `get_dataset(name, split_name, dataset_dir)` returns a
-DatasetDescriptor of one split:
+by name. `get_dataset(name, split_name, dataset_dir)` returns a `Dataset`,
+which is TF-Slim's `slim.dataset.Dataset` (so TF-Slim's
+`DatasetDataProvider(get_dataset(...))` reads it with queues) and carries what
+the project's tf.data reader (reader.py) needs; both read with its decoder:
 
 - of a dataset converted here: sizes, class counts, label names and the exact
   shard files come from the <name>_dataset.json our converters write, one per
@@ -14,10 +16,8 @@ DatasetDescriptor of one split:
   TF-Slim's labels.txt. The file patterns match TF-Slim's file names and ours
   alike, e.g. 'mnist_%s*.tfrecord' matches mnist_train.tfrecord (TF-Slim's,
   and ours with one shard) and mnist_train-00000-of-00002.tfrecord;
-- of a TF-Slim dataset module: what its `get_split` returns (a
-  `slim.dataset.Dataset`): its data_sources, num_samples, num_classes,
-  labels_to_names, and its decoder, which decodes each serialized record
-  inside the tf.data pipeline (reader.py) as DatasetDataProvider would.
+- of a TF-Slim dataset module: what its `get_split` returns, checked (its
+  decoder has 'image' and 'label', its files exist, it knows num_classes).
 
 Decoding of converted records follows TF-Slim's decoders: image/format 'raw'
 (or 'RAW') is a uint8 buffer of image/height x image/width x channels; every
@@ -26,14 +26,13 @@ themselves. ImageNet's image/object/bbox/{ymin,xmin,ymax,xmax} become the
 [1, N, 4] boxes that inception preprocessing samples its crops around.
 """
 import dataclasses
-import functools
 import os
-from typing import Callable, Dict, Optional, Tuple
 
 import tf_compat  # noqa: F401
 import zoo_errors
 import zoo_plugins
 import tensorflow as tf
+import tf_slim as slim
 
 from datasets import dataset_utils
 from datasets import registry
@@ -46,21 +45,64 @@ from datasets import imagenet  # noqa: F401  pylint: disable=unused-import
 from datasets import mnist  # noqa: F401  pylint: disable=unused-import
 
 
-@dataclasses.dataclass(frozen=True)
-class DatasetDescriptor:
-  """What a reader needs to know about one split of a converted dataset."""
-  name: str
-  split_name: str
-  file_pattern: str  # absolute glob of the split's record files
-  num_samples: int
-  num_classes: int
-  labels_to_names: Dict[int, str]  # from the metadata or labels.txt; may be empty
-  channels: int  # of the decoded images
-  decoder: Callable  # scalar serialized Example -> (uint8 [H, W, channels], int64 label)
-  files: Tuple[str, ...] = ()  # the split's shards, when the metadata lists them
-  shards: Tuple[dict, ...] = ()  # their metadata: file, bytes, records, digest
-  has_boxes: bool = False  # records may hold image/object/bbox/*
-  box_decoder: Optional[Callable] = None  # serialized -> (image, label, [1, N, 4] boxes)
+class Dataset(slim.dataset.Dataset):
+  """One split of a dataset: TF-Slim's `slim.dataset.Dataset` itself, so
+  TF-Slim's `DatasetDataProvider(get_dataset(...))` reads it, and also what
+  the project's tf.data reader (reader.py) uses. One description, read two
+  ways; both decode with the same `decoder`.
+
+  TF-Slim's fields: data_sources (the split's record files), reader
+  (`tf.compat.v1.TFRecordReader`), decoder (a `TFExampleDecoder` with the
+  items 'image', 'label' and, where the records may hold boxes,
+  'object/bbox'), num_samples, items_to_descriptions, num_classes,
+  labels_to_names. The reader's: name, split_name, file_pattern, files,
+  shards (their sizes and digests, from the conversion's metadata), channels,
+  image_size (fixed (height, width) or None), has_boxes, tf_slim_records
+  (the records hold TF-Slim's keys, read by `example_decoder`; False for a
+  TF-Slim dataset module's own decoder), and `decode(serialized)`.
+  Read-only, as a description of files on disk should be.
+  """
+
+  def __init__(self, *, name, split_name, file_pattern, num_samples,
+               num_classes, labels_to_names, channels, decoder, files=(),
+               shards=(), has_boxes=False, image_size=None,
+               tf_slim_records=False, reader=None, items_to_descriptions=None,
+               graph_decoder=None):
+    items = items_to_descriptions or {'image': 'A color image of varying size.' if channels == 3 else
+                      'A %d-channel image of varying size.' % channels,
+             'label': 'A single integer between 0 and %d' % (num_classes - 1)}
+    if has_boxes and not items_to_descriptions:
+      items['object/bbox'] = 'A list of bounding boxes (ymin, xmin, ymax, xmax).'
+    super().__init__(
+        data_sources=list(files) or file_pattern,
+        reader=reader or tf.compat.v1.TFRecordReader, decoder=decoder,
+        num_samples=int(num_samples), items_to_descriptions=items,
+        num_classes=int(num_classes), labels_to_names=dict(labels_to_names),
+        name=name, split_name=split_name, file_pattern=file_pattern,
+        files=tuple(files), shards=tuple(shards), channels=int(channels),
+        has_boxes=bool(has_boxes),
+        image_size=tuple(image_size) if image_size else None,
+        tf_slim_records=bool(tf_slim_records),
+        # A TF-Slim module's decoder holds tensors of the graph it was made
+        # in; the reader asks for one made in its own graph.
+        _graph_decoder=graph_decoder or (lambda: decoder))
+
+  def __setattr__(self, name, value):
+    raise dataclasses.FrozenInstanceError(
+        "cannot assign to field '%s' of dataset %s/%s" % (
+            name, self.name, self.split_name))
+
+  def decode(self, serialized, with_boxes=False):
+    """Scalar serialized Example -> (uint8 image [H, W, channels], int64
+    label) and, `with_boxes`, the [1, N, 4] boxes (N may be 0): the decoder's
+    items, as DatasetDataProvider would give them, built in the calling
+    graph."""
+    items = ['image', 'label'] + (['object/bbox'] if with_boxes else [])
+    decoded = self._graph_decoder().decode(serialized, items)
+    image, label = decoded[0], tf.reshape(tf.cast(decoded[1], tf.int64), [])
+    if not with_boxes:
+      return image, label
+    return image, label, tf.expand_dims(decoded[2], 0)
 
 
 def get_info(name):
@@ -257,21 +299,19 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None):
         and not _labels_file_is_foreign(dataset_dir, name, matched)):
       labels_to_names = dataset_utils.read_label_file(dataset_dir)
 
-  decoder = functools.partial(decode_example, channels=info.channels,
-                              image_size=info.image_size)
-  descriptor = DatasetDescriptor(
+  dataset = Dataset(
       name=name, split_name=split_name, file_pattern=pattern,
-      num_samples=int(num_samples), num_classes=int(num_classes),
+      num_samples=num_samples, num_classes=num_classes,
       labels_to_names=labels_to_names, channels=info.channels,
-      decoder=decoder, files=files, shards=shards, has_boxes=info.has_boxes,
-      box_decoder=functools.partial(decoder, with_boxes=True) if info.has_boxes
-      else None)
-  verify_shards(descriptor)
-  return descriptor
+      decoder=example_decoder(info.channels, info.image_size, info.has_boxes),
+      files=files, shards=shards, has_boxes=info.has_boxes,
+      image_size=info.image_size, tf_slim_records=True)
+  verify_shards(dataset)
+  return dataset
 
 
 def _tf_slim_split(info, split_name, dataset_dir, file_pattern=None):
-  """The descriptor of what a TF-Slim dataset module's get_split returns.
+  """The Dataset a TF-Slim dataset module's get_split returns, checked.
 
   get_split is called in a graph of its own here, to read its facts, and
   again inside the pipeline's decoding function, so the tensors it makes
@@ -306,16 +346,20 @@ def _tf_slim_split(info, split_name, dataset_dir, file_pattern=None):
     raise ValueError('%s returns a Dataset without num_classes: pass '
                      'num_classes= to slim.dataset.Dataset' % where)
 
-  def decoder(serialized):
-    image, label = get_split().decoder.decode(serialized, ['image', 'label'])
-    return image, tf.reshape(tf.cast(label, tf.int64), [])
-
-  return DatasetDescriptor(
+  # The caller's graph gets a Dataset of its own (its decoder's tensors
+  # belong there, as with TF-Slim's get_split); the reader makes another in
+  # its pipeline's graph.
+  dataset = get_split()
+  return Dataset(
       name=info.name, split_name=split_name,
-      file_pattern=os.path.abspath(sources[0]), num_samples=int(dataset.num_samples),
-      num_classes=int(num_classes),
-      labels_to_names=dict(getattr(dataset, 'labels_to_names', None) or {}),
-      channels=int(channels or 3), decoder=decoder, files=tuple(files))
+      file_pattern=os.path.abspath(sources[0]), num_samples=dataset.num_samples,
+      num_classes=num_classes,
+      labels_to_names=getattr(dataset, 'labels_to_names', None) or {},
+      channels=channels or 3, decoder=dataset.decoder, files=files,
+      has_boxes='object/bbox' in dataset.decoder.list_items(),
+      reader=dataset.reader,
+      items_to_descriptions=dataset.items_to_descriptions,
+      graph_decoder=lambda: get_split().decoder)
 
 
 _FEATURES = {
@@ -330,40 +374,53 @@ _BOX_FEATURES = {'image/object/bbox/%s' % k: tf.io.VarLenFeature(tf.float32)
                  for k in _BOX_KEYS}
 
 
-def decode_example(serialized, channels, image_size=None, with_boxes=False):
-  """Scalar serialized Example -> (uint8 image [H, W, channels], int64 label)
-  and, `with_boxes`, the [1, N, 4] float boxes (N may be 0).
+class _ImageHandler(slim.tfexample_decoder.ItemHandler):
+  """TF-Slim's 'image' item of our records (and TF-Slim's): 'raw' (or 'RAW')
+  is a uint8 buffer of image/height x image/width x channels (or the
+  dataset's fixed size); every other format is decoded from its bytes, so
+  TF-Slim's 'JPEG', 'jpg' and our 'jpeg' all read."""
 
-  'raw' images are reshaped with image/height and image/width (or the
-  dataset's fixed size); other formats are decoded from their bytes, so
-  TF-Slim's 'JPEG', 'jpg' and our 'jpeg' all read.
-  """
-  features = dict(_FEATURES, **(_BOX_FEATURES if with_boxes else {}))
-  parsed = tf.io.parse_single_example(serialized, features)
-  encoded = parsed['image/encoded']
-  image_format = tf.strings.lower(parsed['image/format'])
+  def __init__(self, channels, image_size=None):
+    super().__init__(['image/encoded', 'image/format', 'image/height',
+                      'image/width'])
+    self._channels = channels
+    self._image_size = image_size
 
-  def raw():
-    height, width = parsed['image/height'], parsed['image/width']
+  def tensors_to_item(self, keys_to_tensors):
+    encoded = keys_to_tensors['image/encoded']
+    image_format = tf.strings.lower(keys_to_tensors['image/format'])
+    channels, image_size = self._channels, self._image_size
+
+    def raw():
+      height = keys_to_tensors['image/height']
+      width = keys_to_tensors['image/width']
+      if image_size:
+        height = tf.where(height > 0, height, image_size[0])
+        width = tf.where(width > 0, width, image_size[1])
+      return tf.reshape(tf.io.decode_raw(encoded, tf.uint8),
+                        tf.stack([height, width, channels]))
+
+    def compressed():
+      return tf.io.decode_image(encoded, channels=channels, dtype=tf.uint8,
+                                expand_animations=False)
+
+    image = tf.cond(tf.equal(image_format, 'raw'), raw, compressed)
     if image_size:
-      height = tf.where(height > 0, height, image_size[0])
-      width = tf.where(width > 0, width, image_size[1])
-    return tf.reshape(tf.io.decode_raw(encoded, tf.uint8),
-                      tf.stack([height, width, channels]))
-
-  def compressed():
-    return tf.io.decode_image(encoded, channels=channels, dtype=tf.uint8,
-                              expand_animations=False)
-
-  image = tf.cond(tf.equal(image_format, 'raw'), raw, compressed)
-  if image_size:
-    # Fixed-size datasets get a full static shape (checked at run time).
-    image = tf.ensure_shape(image, tuple(image_size) + (channels,))
-  else:
+      # Fixed-size datasets get a full static shape (checked at run time).
+      return tf.ensure_shape(image, tuple(image_size) + (channels,))
     image.set_shape([None, None, channels])
-  if not with_boxes:
-    return image, parsed['image/class/label']
-  coordinates = [tf.sparse.to_dense(parsed['image/object/bbox/%s' % k])
-                 for k in _BOX_KEYS]
-  boxes = tf.expand_dims(tf.stack(coordinates, axis=1), 0)  # [1, N, 4]
-  return image, parsed['image/class/label'], boxes
+    return image
+
+
+def example_decoder(channels, image_size=None, with_boxes=False):
+  """The TFExampleDecoder of converted records (TF-Slim's keys): items
+  'image' (uint8 [H, W, channels]), 'label' (int64) and, `with_boxes`,
+  'object/bbox' ([N, 4] ymin, xmin, ymax, xmax; N may be 0). It holds no
+  tensors, so one decoder serves any graph."""
+  features = dict(_FEATURES, **(_BOX_FEATURES if with_boxes else {}))
+  handlers = {'image': _ImageHandler(channels, image_size),
+              'label': slim.tfexample_decoder.Tensor('image/class/label')}
+  if with_boxes:
+    handlers['object/bbox'] = slim.tfexample_decoder.BoundingBox(
+        list(_BOX_KEYS), 'image/object/bbox/')
+  return slim.tfexample_decoder.TFExampleDecoder(features, handlers)

@@ -31,7 +31,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
   """A tf.data.Dataset of (images, labels) batches for one dataset split.
 
   Args:
-    descriptor: a dataset_factory.DatasetDescriptor.
+    descriptor: a dataset_factory.Dataset (what get_dataset returns).
     batch_size: images per batch.
     preprocess_fn: image (uint8 [H, W, C]) -> image; closes over the output size
       and casts. None casts to float32 and keeps the size. When the dataset
@@ -74,7 +74,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     raise ValueError("no files match '%s'" % descriptor.file_pattern)
   # Sizes again (cheap): a shard may have changed since the descriptor was made.
   dataset_factory.verify_shards(descriptor, digests=False)
-  use_boxes = bool(descriptor.has_boxes and descriptor.box_decoder
+  use_boxes = bool(descriptor.has_boxes
                    and preprocess_fn is not None and _takes_bbox(preprocess_fn))
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
@@ -93,9 +93,9 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
   def decode_and_preprocess(serialized, summaries=None):
     before = len(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES))
     if use_boxes:
-      image, label, boxes = descriptor.box_decoder(serialized)
+      image, label, boxes = descriptor.decode(serialized, with_boxes=True)
     else:
-      image, label = descriptor.decoder(serialized)
+      image, label = descriptor.decode(serialized)
     label = label - labels_offset
     in_range = tf.logical_and(label >= 0, label < num_labels)
     check = tf.debugging.Assert(

@@ -1,14 +1,35 @@
 """Deploys a model on several devices ("clones") with averaged gradients.
 
-The semantics, shared by TF-Slim style training (`deploy`) and by
-`replicate_model_fn` (runner/replicate.py):
-  * placement: one device function per clone (`DeploymentConfig.
-    device_function`) puts every variable op -- slim, tf.compat.v1.layers,
-    get_variable, Keras legacy layers, optimizer slots, moving averages,
-    metric variables -- on the variables device (the CPU when there are
-    several clones, the clone's own device for one, the parameter servers in
-    a cluster) and every other op on the clone's device. An explicit
-    `tf.device` inside the model still wins, as in TensorFlow.
+One mechanism -- the clone context (name scope, variable reuse, the clone's
+view of the collections), one device function per clone, the gathering of
+each clone's losses and the sum of their gradients -- with two semantics,
+chosen by `DeploymentConfig(exact=...)`.
+
+Placement, in both: one device function per clone (`DeploymentConfig.
+device_function`) puts every variable op -- slim, tf.compat.v1.layers,
+get_variable, Keras legacy layers, optimizer slots, moving averages, metric
+variables -- on the variables device and every other op on the clone's
+device. An explicit `tf.device` inside the model still wins, as in
+TensorFlow.
+
+`exact=False` (the default): TF-Slim's model_deploy, as TF-Slim's own
+scripts and tests (research/slim/deployment/model_deploy_test.py) expect it.
+Every clone is called with the arguments it was given (TF-Slim's
+`clone_fn(batch_queue)` dequeues its own batch); each clone's loss is divided
+by num_clones and the gradients are summed, so the step is the clones'
+average; every clone's batch-norm update ops stay in UPDATE_OPS and `deploy`
+(like TF-Slim's scripts) runs the first clone's; TF-Slim's device strings
+(`/device:GPU:i`, every CPU clone on `/device:CPU:0`, variables on
+`/device:CPU:0` or round-robin over `/job:ps/task:t/device:CPU:0`,
+`caching_device()`); `clone.scope` is the name scope with its trailing '/';
+`Clone` is TF-Slim's (outputs, scope, device).
+
+`exact=True`: N devices take exactly one device's step on the whole batch.
+The project's scripts, `replicate_model_fn` and the 'replicated' and
+'collective_all_reduce' layouts (which imply it) use it:
+  * variables on the CPU when there are several clones, on the clone's own
+    device for one, greedy by size over the parameter servers in a cluster;
+    CPU clone i on `/device:CPU:i` (logical devices in one process);
   * the input batch is split along its first dimension; a batch that does not
     divide evenly gives the remainder to the last clone;
   * each clone's loss covers its slice; the gradient applied is the average of
@@ -16,9 +37,9 @@ The semantics, shared by TF-Slim style training (`deploy`) and by
     clones take exactly the step one clone takes on the whole batch; the
     reported loss is the share-weighted mean of the clone losses;
     regularization losses are added once;
-  * batch norm, TF-Slim's rule: the moving statistics are updated once per
-    step, from the FIRST clone's batch statistics. Only the first clone's
-    update ops are in the UPDATE_OPS collection (during and after the build),
+  * batch norm: the moving statistics are updated once per step, from the
+    FIRST clone's batch statistics. Only the first clone's update ops are in
+    the UPDATE_OPS collection (during and after the build),
     so every consumer -- `deploy`, `create_train_op`, `optimize_loss`, a
     model_fn's own `control_dependencies` -- runs exactly one update,
     whatever the clone count. (Averaging the clones' statistics would need a
@@ -81,24 +102,48 @@ VARIABLE_UPDATES = ('parameter_server', 'replicated', 'collective_all_reduce')
 # A collective waits at most this long for the other workers by default.
 COLLECTIVE_TIMEOUT_SECS = 300
 
-_Clone = collections.namedtuple(
-    'Clone', ['outputs', 'scope', 'device', 'weight', 'losses', 'update_ops',
-              'copies'])
+class Clone(collections.namedtuple('Clone', ['outputs', 'scope', 'device'])):
+  """TF-Slim's Clone: what model_fn returned, the clone's name scope ('' or
+  'clone_<i>/', with an outer scope before it) and device; a 3-tuple, as
+  TF-Slim's. Also, as attributes, what the deployment recorded while
+  building it: `weight` (its share of the step's loss: 1/num_clones, or its
+  slice of the batch when exact), the `losses` and `update_ops` it added
+  (None: select them by scope name) and, when replicated, its `copies` of
+  clone 0's variables ({variable.ref(): copy})."""
 
-
-class Clone(_Clone):
-  """A built clone: its outputs, name scope, device, share of the batch, the
-  losses and update ops it added (None: select them by scope name), and, when
-  replicated, its copies of clone 0's variables ({variable.ref(): copy})."""
-
-  def __new__(cls, outputs, scope, device, weight=1.0, losses=None,
+  def __new__(cls, outputs, scope, device, *, weight=1.0, losses=None,
               update_ops=None, copies=None):
-    return super().__new__(cls, outputs, scope, device, weight, losses,
-                           update_ops, copies)
+    clone = super().__new__(cls, outputs, scope, device)
+    clone.weight, clone.losses = weight, losses
+    clone.update_ops, clone.copies = update_ops, copies
+    return clone
 
 
 DeployedModel = collections.namedtuple(
     'DeployedModel', ['train_op', 'summary_op', 'total_loss', 'clones'])
+
+
+class _RoundRobinPS(object):
+  """TF-Slim's variable placement over parameter servers: each new variable
+  op (reference or resource) on the next ps task's CPU, in creation order;
+  other ops, and ops that already have a device, keep theirs."""
+
+  def __init__(self, ps_device, num_tasks):
+    self._ps_device = ps_device
+    self._num_tasks = num_tasks
+    self._next = 0
+
+  def __call__(self, op):
+    if op.device or op.type not in VARIABLE_OP_TYPES:
+      return op.device
+    task, self._next = self._next, (self._next + 1) % self._num_tasks
+    return '%s/task:%d/device:CPU:0' % (self._ps_device, task)
+
+
+def _where_it_lives(op):
+  """A caching device: a variable's cached read (its `value()`) on the
+  variable's own device."""
+  return op.inputs[0].device if op.inputs else op.device
 
 
 def _merged(device, op):
@@ -109,7 +154,8 @@ def _merged(device, op):
 
 
 class DeploymentConfig(object):
-  """Where clones, variables, inputs and the optimizer go.
+  """Where clones, variables, inputs and the optimizer go, and how clones
+  share a step (`exact`; see the module docstring).
 
   Args:
     num_clones: clones per replica (one per GPU, or per CPU device with
@@ -133,13 +179,24 @@ class DeploymentConfig(object):
       replica 0).
     collective_timeout_secs: how long a collective op waits for the other
       workers before it fails the step (collective_all_reduce).
+    exact: False (default), TF-Slim's semantics: every clone gets the
+      arguments as given and weighs 1/num_clones, TF-Slim's device strings,
+      every clone's update ops in UPDATE_OPS. True: the batch is split
+      across clones, which weigh their share of it, so N clones take one
+      device's step; CPU clone i on `/device:CPU:i`; only the first clone's
+      update ops in UPDATE_OPS. The replicated layouts imply True.
   """
 
   def __init__(self, num_clones=1, clone_on_cpu=False, replica_id=0,
                num_replicas=1, num_ps_tasks=0, worker_job_name='worker',
                ps_job_name='ps', devices=None, variables_device=None,
                variable_update='parameter_server', is_chief=None,
-               collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS):
+               collective_timeout_secs=COLLECTIVE_TIMEOUT_SECS, exact=None):
+    if exact is None:
+      exact = variable_update != 'parameter_server'
+    if not exact and variable_update != 'parameter_server':
+      raise ValueError("variable_update=%r is exact by construction; it "
+                       'cannot take exact=False' % variable_update)
     if devices is not None:
       devices = list(devices)
       num_clones = len(devices)
@@ -170,6 +227,7 @@ class DeploymentConfig(object):
     if variable_update == 'replicated' and num_ps_tasks > 0:
       raise ValueError("variable_update='replicated' runs without parameter "
                        'servers, got num_ps_tasks=%d' % num_ps_tasks)
+    self.exact = bool(exact)
     self.variable_update = variable_update
     self.num_clones = num_clones
     self.clone_on_cpu = clone_on_cpu
@@ -182,9 +240,14 @@ class DeploymentConfig(object):
     self._variables_device = variables_device
     self.is_chief = replica_id == 0 if is_chief is None else bool(is_chief)
     self.collective_timeout_secs = collective_timeout_secs
-    self.worker_device = ('/job:%s/task:%d' % (worker_job_name, replica_id)
-                          if num_ps_tasks > 0 or
-                          (collective and num_replicas > 1) else '')
+    self.ps_device = '/job:%s' % ps_job_name if num_ps_tasks > 0 else ''
+    if not self.exact:  # TF-Slim's: the job alone
+      self.worker_device = ('/job:%s' % worker_job_name if num_ps_tasks > 0
+                            else '')
+    elif num_ps_tasks > 0 or (collective and num_replicas > 1):
+      self.worker_device = '/job:%s/task:%d' % (worker_job_name, replica_id)
+    else:
+      self.worker_device = ''
 
   def for_task(self, task_cluster):
     """This deployment as a task of `task_cluster` (a cluster.Cluster) runs
@@ -197,7 +260,8 @@ class DeploymentConfig(object):
         num_clones=self.num_clones, clone_on_cpu=self.clone_on_cpu,
         devices=self._devices, variables_device=self._variables_device,
         ps_job_name=self.ps_job_name, variable_update=self.variable_update,
-        collective_timeout_secs=self.collective_timeout_secs, **args)
+        collective_timeout_secs=self.collective_timeout_secs,
+        exact=self.exact, **args)
 
   def clone_device(self, clone_index):
     if not 0 <= clone_index < self.num_clones:
@@ -205,6 +269,10 @@ class DeploymentConfig(object):
                                                            self.num_clones))
     if self._devices is not None:
       return self.worker_device + self._devices[clone_index]
+    if not self.exact:  # TF-Slim's: every CPU clone on CPU:0
+      if self.clone_on_cpu:
+        return self.worker_device + '/device:CPU:0'
+      return self.worker_device + '/device:GPU:%d' % clone_index
     if self.num_clones == 1 and not self.clone_on_cpu:
       return self.worker_device  # let TensorFlow pick the best device
     kind = 'CPU' if self.clone_on_cpu else 'GPU'
@@ -212,12 +280,26 @@ class DeploymentConfig(object):
 
   def clone_scope(self, clone_index):
     """The name scope of clone `clone_index` ('' for a single clone)."""
+    if not 0 <= clone_index < self.num_clones:
+      raise ValueError('clone_index %d outside [0, %d)' % (clone_index,
+                                                           self.num_clones))
     return 'clone_%d' % clone_index if self.num_clones > 1 else ''
+
+  def caching_device(self):
+    """TF-Slim's: with parameter servers, a device function that caches a
+    variable's reads on the worker that reads it; else None."""
+    if self.num_ps_tasks > 0:
+      return lambda op: op.device
+    return None
 
   def variables_device(self):
     """A device (or device function) for model variables."""
     if self._variables_device is not None:
       return self._variables_device
+    if not self.exact:
+      if self.num_ps_tasks > 0:
+        return _RoundRobinPS(self.ps_device, self.num_ps_tasks)
+      return '/device:CPU:0'
     if self.num_ps_tasks > 0:
       return tf1.train.replica_device_setter(
           ps_tasks=self.num_ps_tasks, ps_device='/job:%s' % self.ps_job_name,
@@ -246,7 +328,7 @@ class DeploymentConfig(object):
     return self.worker_device + '/device:CPU:0'
 
   def optimizer_device(self):
-    if self.num_ps_tasks > 0 or self.num_clones > 1:
+    if not self.exact or self.num_ps_tasks > 0 or self.num_clones > 1:
       return self.worker_device + '/device:CPU:0'
     return self.clone_device(0)
 
@@ -464,6 +546,17 @@ def _shared_variable_creator(tower_scope, clone_index, shared, copies=None):
   return creator
 
 
+def _tf1_reads(next_creator, **kwargs):
+  """TF 1's reference variables, for which TF-Slim was written, are read
+  through one snapshot on their own device (`v.value().device == v.device`,
+  which TF-Slim's tests check); TF 2's resource variables read afresh
+  wherever they are read. A caching device on the variable's own device
+  gives resource variables TF 1's reads; a caching device given is kept."""
+  if kwargs.get('caching_device') is None:
+    kwargs['caching_device'] = _where_it_lives
+  return next_creator(**kwargs)
+
+
 @contextlib.contextmanager
 def clone_context(config, clone_index, shared_variables=None):
   """Builds clone `clone_index`: device function, name scope, variable reuse
@@ -482,10 +575,11 @@ def clone_context(config, clone_index, shared_variables=None):
 
   Collections: the clone sees an empty LOSSES collection (so a model_fn's
   `get_total_loss()` is its own slice's loss plus the regularization losses);
-  its losses are appended after it. Clones after the first see UPDATE_OPS as
-  the first clone left it and their own update ops are kept out of it, so
-  whatever wires UPDATE_OPS into a train op runs the first clone's updates
-  only. Their summaries are dropped (the first clone's stand for all).
+  its losses are appended after it. With `config.exact`, clones after the
+  first see UPDATE_OPS as the first clone left it and their own update ops
+  are kept out of it, so whatever wires UPDATE_OPS into a train op runs the
+  first clone's updates only, and their summaries are dropped (the first
+  clone's stand for all); TF-Slim's semantics keep both, as TF-Slim does.
 
   Replicated (`config.replicated`), clones after the first use their own
   copies of the trainable variables (`record.copies`, see `_Copies`).
@@ -499,7 +593,8 @@ def clone_context(config, clone_index, shared_variables=None):
   summaries_before = len(summaries)
   updates = graph.get_collection_ref(tf1.GraphKeys.UPDATE_OPS)
   updates_before = len(updates)
-  if clone_index > 0:
+  first_only = config.exact and clone_index > 0  # UPDATE_OPS and summaries
+  if first_only:
     # Layers add update ops with graph.add_to_collection / get_collection_ref
     # (...).append, which read the graph's collection dict directly; no
     # public API can intercept an addition, so the list object is swapped for
@@ -516,17 +611,19 @@ def clone_context(config, clone_index, shared_variables=None):
     with tf1.variable_scope(root, reuse=reuse, auxiliary_name_scope=False,
                             custom_getter=copies and copies.getter):
       with _name_scope(config.clone_scope(clone_index)) as scope:
-        record.scope = scope
+        record.scope = scope + '/' if scope else ''
         creator = _shared_variable_creator(
             scope if config.num_clones > 1 else '', clone_index,
             shared_variables if shared_variables is not None else [], copies)
+        reads = (contextlib.nullcontext() if config.exact
+                 else tf1.variable_creator_scope(_tf1_reads))
         with tf1.device(config.device_function(clone_index)), \
-            tf1.variable_creator_scope(creator):
+            tf1.variable_creator_scope(creator), reads:
           yield record
   finally:
     record.losses = list(losses)
     losses[:] = earlier_losses + record.losses
-    if clone_index > 0:
+    if first_only:
       graph._collections[tf1.GraphKeys.UPDATE_OPS] = updates  # pylint: disable=protected-access
       del summaries[summaries_before:]
     else:
@@ -535,24 +632,31 @@ def clone_context(config, clone_index, shared_variables=None):
 
 def create_clones(config, model_fn, args=None, kwargs=None,
                   require_full_clones=True):
-  """Calls `model_fn(*args, **kwargs)` once per clone on its slice of the batch.
+  """Calls `model_fn(*args, **kwargs)` once per clone; returns a list of Clone.
 
-  Tensors in args/kwargs are split along axis 0 (see `split_batch`; with
-  `require_full_clones=False`, as in evaluation, a batch smaller than the
-  clone count is allowed). Returns a list of Clone.
+  TF-Slim's semantics: every clone gets args and kwargs as given (TF-Slim's
+  `clone_fn(batch_queue)` dequeues a batch of its own) and weighs
+  1/num_clones. `config.exact`: tensors in args/kwargs are split along axis
+  0 (see `split_batch`; with `require_full_clones=False`, as in evaluation, a
+  batch smaller than the clone count is allowed) and each clone weighs its
+  share of the batch.
   """
   args, kwargs = list(args or []), dict(kwargs or {})
-  with tf.device(config.inputs_device()):
-    pieces, weights = split_batch((args, kwargs), config.num_clones,
-                                  require_full_clones)
+  if config.exact:
+    with tf.device(config.inputs_device()):
+      pieces, weights = split_batch((args, kwargs), config.num_clones,
+                                    require_full_clones)
+  else:
+    pieces = [(args, kwargs)] * config.num_clones
+    weights = [1.0 / config.num_clones] * config.num_clones
   clones, shared = [], []
   for i in range(config.num_clones):
     with clone_context(config, i, shared) as record:
       clone_args, clone_kwargs = pieces[i]
       outputs = model_fn(*clone_args, **clone_kwargs)
     clones.append(Clone(outputs, record.scope, config.clone_device(i),
-                        weights[i], record.losses, record.update_ops,
-                        record.copies))
+                        weight=weights[i], losses=record.losses,
+                        update_ops=record.update_ops, copies=record.copies))
   return clones
 
 
@@ -561,7 +665,7 @@ def _absolute_name_scope(scope):
   if not scope:
     yield
     return
-  with tf1.get_default_graph().name_scope(scope + '/'):
+  with tf1.get_default_graph().name_scope(scope):  # 'clone_0/': absolute
     yield
 
 
@@ -597,8 +701,8 @@ def _summary(summary_op, tag_arg, tag, tensor):
 def _losses_of(clone):
   if clone.losses is not None:
     return list(clone.losses)
-  prefix = clone.scope + '/' if clone.scope else ''
-  return [l for l in tf1.losses.get_losses() if l.op.name.startswith(prefix)]
+  return [l for l in tf1.losses.get_losses()
+          if l.op.name.startswith(clone.scope)]
 
 
 def _clone_loss(clone, index, regularization_losses):
@@ -609,7 +713,9 @@ def _clone_loss(clone, index, regularization_losses):
     clone_loss = tf.add_n(losses, name='clone_loss') if losses else None
     parts = []
     if clone_loss is not None:
-      parts.append(clone_loss * clone.weight)
+      parts.append(clone_loss if _is_one(clone.weight) else tf.multiply(
+          clone_loss, tf.cast(clone.weight, clone_loss.dtype),
+          name='scaled_clone_loss'))
     if regularization_losses:
       parts.append(tf.add_n(regularization_losses, name='regularization_loss'))
     loss = tf.add_n(parts) if parts else None
@@ -618,9 +724,14 @@ def _clone_loss(clone, index, regularization_losses):
   return loss, clone_loss
 
 
-def combine_gradients(clone_grads):
+def _is_one(weight):
+  return not tf.is_tensor(weight) and weight == 1.0
+
+
+def combine_gradients(clone_grads, on_variables_device=True):
   """Sums per-clone lists of (gradient, variable) into one list, on the
-  variables' device. Gradients must already carry their clone's weight."""
+  variables' device (else where the caller is, as TF-Slim sums). Gradients
+  must already carry their clone's weight."""
   by_var, order = {}, []
   for grads_and_vars in clone_grads:
     for grad, var in grads_and_vars:
@@ -635,7 +746,8 @@ def combine_gradients(clone_grads):
   for var in order:
     grads = by_var[var.ref()]
     with tf1.name_scope(var.op.name + '/combine_gradients'):
-      with tf.device(var.device):
+      with (tf.device(var.device) if on_variables_device
+            else contextlib.nullcontext()):
         if len(grads) == 1:
           total = grads[0]
         elif all(isinstance(g, tf.IndexedSlices) for g in grads):
@@ -652,10 +764,12 @@ def optimize_clones(clones, optimizer, regularization_losses=None,
                     config=None, **kwargs):
   """Computes each clone's gradients and combines them.
 
-  Returns (total_loss, grads_and_vars): total_loss is the share-weighted mean
-  of the clone losses plus the regularization losses (added once).
-  kwargs go to `optimizer.compute_gradients` (e.g. var_list); `config`
-  (the DeploymentConfig) says how they meet across workers. Replicated
+  Returns (total_loss, grads_and_vars): total_loss is the weighted sum of
+  the clone losses (each clone's `weight`: 1/num_clones, TF-Slim's, or its
+  share of the batch) plus the regularization losses (added once, to the
+  first clone's), and each variable's summed gradients. kwargs go to
+  `optimizer.compute_gradients` (e.g. var_list); `config` (the
+  DeploymentConfig) says how they meet across workers. Replicated
   clones (built with copies) get all-reduced gradients instead: the pairs of
   every clone, clone 0's first, for one `apply_gradients` under
   `replica_slots(clones)` (as `build_train_op` does).
@@ -668,7 +782,7 @@ def optimize_clones(clones, optimizer, regularization_losses=None,
       # Each clone's copies add their own regularizers; the model's are clone
       # 0's (the others' copies are equal, and the gradients differentiate by
       # clone 0's only), so the reported loss counts the model once.
-      others = tuple(c.scope + '/' for c in clones[1:] if c.scope)
+      others = tuple(c.scope for c in clones[1:] if c.scope)
       regularization_losses = [l for l in regularization_losses
                                if not l.op.name.startswith(others)]
   if replicated:
@@ -696,7 +810,8 @@ def optimize_clones(clones, optimizer, regularization_losses=None,
   total_loss = tf.add_n(losses, name='total_loss')
   if replicated:
     return total_loss, all_reduce_gradients(clones, clone_grads, config)
-  return total_loss, combine_gradients(clone_grads)
+  return total_loss, combine_gradients(
+      clone_grads, on_variables_device=config is not None and config.exact)
 
 
 _collective_keys = itertools.count(1)  # process-wide: no two groups collide
@@ -758,8 +873,7 @@ def all_reduce_gradients(clones, clone_grads, config=None):
     instance_key = next(keys)
     for i, (grad, var) in enumerate(column):
       device = tf.DeviceSpec.from_string(clones[i].device or '')
-      with tf1.name_scope('%sall_reduce/%s' % (
-          clones[i].scope + '/' if clones[i].scope else '', var.op.name)), \
+      with tf1.name_scope('%sall_reduce/%s' % (clones[i].scope, var.op.name)), \
           tf.device(clones[i].device), tf.control_dependencies(previous[i]):
         grad = (tf.zeros_like(var) if grad is None
                 else tf.convert_to_tensor(grad))
@@ -887,7 +1001,10 @@ def build_train_op(config, clones, optimizer, global_step=None,
     with replica_slots(clones):
       apply_op = optimizer.apply_gradients(grads_and_vars,
                                            global_step=global_step)
-    update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+    # The first clone's batch-norm updates: exact, the only ones in the
+    # collection; TF-Slim's, selected by its scope, as TF-Slim's deploy.
+    update_ops = tf1.get_collection(
+        tf1.GraphKeys.UPDATE_OPS, None if config.exact else clones[0].scope)
     with tf.control_dependencies(update_ops + [apply_op]):
       train_op = tf.identity(total_loss, name='train_op')
     if moving_averages is not None:
@@ -903,32 +1020,40 @@ def build_train_op(config, clones, optimizer, global_step=None,
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, moving_averages=None,
            moving_average_variables=None):
-  """TF-Slim's model_deploy.deploy: clones, one averaged apply, summaries.
+  """TF-Slim's model_deploy.deploy: clones, one apply, summaries.
 
-  The train op is `build_train_op`'s (one apply of the combined gradients,
-  the first clone's batch-norm updates, then the optional moving averages)
-  and returns the total loss. Without an optimizer, only the clones and the
-  total loss are built (eval).
+  The train op ('train_op') is `build_train_op`'s (one apply of the combined
+  gradients, the first clone's batch-norm updates, then the optional moving
+  averages) and returns the total loss ('total_loss'). Without an
+  optimizer, only the clones and the total loss are built (eval). The
+  summary op ('summary_op') merges the summaries there were, the first
+  clone's and the losses'; built, like the losses, on the optimizer's device
+  (the CPU), never a clone's GPU.
   """
+  summaries_before = set(tf1.get_collection(tf1.GraphKeys.SUMMARIES))
   with tf1.device(config.device_function()):
     global_step = tf1.train.get_or_create_global_step()
   clones = create_clones(config, model_fn, args, kwargs,
                          require_full_clones=optimizer is not None)
-  regularization = tf1.losses.get_regularization_losses()
-  if regularization:
-    scalar_summary('losses/regularization', tf.add_n(regularization))
-  train_op = None
-  if optimizer is not None:
-    train_op, total_loss = build_train_op(
-        config, clones, optimizer, global_step, var_list=var_list,
-        summarize_gradients=summarize_gradients,
-        moving_averages=moving_averages,
-        moving_average_variables=moving_average_variables)
-  else:
-    losses = [_clone_loss(clone, i, regularization if i == 0 else None)[0]
-              for i, clone in enumerate(clones)]
-    total_loss = tf.add_n([l for l in losses if l is not None],
-                          name='total_loss')
-  scalar_summary('losses/total', total_loss)
-  summary_op = tf1.summary.merge_all()
+  others = tuple(clone.scope for clone in clones[1:])
+  with tf1.device(config.device_function()):
+    regularization = tf1.losses.get_regularization_losses()
+    if regularization:
+      scalar_summary('losses/regularization', tf.add_n(regularization))
+    train_op = None
+    if optimizer is not None:
+      train_op, total_loss = build_train_op(
+          config, clones, optimizer, global_step, var_list=var_list,
+          summarize_gradients=summarize_gradients,
+          moving_averages=moving_averages,
+          moving_average_variables=moving_average_variables)
+    else:
+      losses = [_clone_loss(clone, i, regularization if i == 0 else None)[0]
+                for i, clone in enumerate(clones)]
+      total_loss = tf.add_n([l for l in losses if l is not None],
+                            name='total_loss')
+    scalar_summary('losses/total', total_loss)
+    summaries = [s for s in tf1.get_collection(tf1.GraphKeys.SUMMARIES)
+                 if s in summaries_before or not s.op.name.startswith(others)]
+    summary_op = tf1.summary.merge(summaries, name='summary_op')
   return DeployedModel(train_op, summary_op, total_loss, clones)

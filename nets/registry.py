@@ -8,6 +8,7 @@ classifier scopes), so scripts, tests and the README's zoo table
 """
 import dataclasses
 import fnmatch
+import functools
 from typing import Callable, Optional, Tuple
 
 import tf_compat  # noqa: F401
@@ -123,6 +124,12 @@ def register_network(name, network_fn, arg_scope, default_image_size=None,
   if not 0 <= labels_offset < num_classes:
     raise ValueError('labels_offset of %r must be in [0, %d), got %r'
                      % (name, num_classes, labels_offset))
+  if (isinstance(network_fn, functools.partial) and
+      network_fn.__doc__ == functools.partial.__doc__):
+    # A variant documents the network it binds, as TF-Slim's wrapped_partial
+    # variants do (only the docstring: a __wrapped__ would make
+    # inspect.signature show the unbound arguments).
+    network_fn.__doc__ = network_fn.func.__doc__
   if default_image_size is None:
     default_image_size = getattr(network_fn, 'default_image_size', None)
     if default_image_size is None:

@@ -566,7 +566,7 @@ class Estimator(object):
           variable_update='collective_all_reduce', **args).device_function()
     if not args or not args['num_ps_tasks']:
       return None
-    return model_deploy.DeploymentConfig(**args).device_function()
+    return model_deploy.DeploymentConfig(exact=True, **args).device_function()
 
   # -- public API ----------------------------------------------------------
   def latest_checkpoint(self):

@@ -290,21 +290,28 @@ def replicate_model_fn(model_fn, devices=None, num_clones=None,
       clone_on_cpu); default: every GPU, or one device.
     variables_device: where every variable lives (default: CPU for several
       devices, the device itself for one).
-    variable_update: 'parameter_server' (one copy of the variables) or
+    variable_update: 'parameter_server' (one copy of the variables),
       'replicated' (a copy per device, gradients all-reduced; see
-      model_deploy): the gradients a tower's optimizer computes are then of
-      the tower's copies.
+      model_deploy: the gradients a tower's optimizer computes are then of
+      the tower's copies) or 'collective_all_reduce' (the same across the
+      workers of a cluster without parameter servers; the Estimator's
+      RunConfig cluster says which task this is).
+
+  The towers follow model_deploy's exact semantics (`exact=True`): each
+  takes its slice of the batch and the step is one device's on the whole
+  batch.
   """
   if devices is None:
     if num_clones is None:
       num_clones = max(len(tf.config.list_physical_devices('GPU')), 1)
     deployment = model_deploy.DeploymentConfig(
         num_clones=num_clones, clone_on_cpu=bool(clone_on_cpu),
-        variables_device=variables_device, variable_update=variable_update)
+        variables_device=variables_device, variable_update=variable_update,
+        exact=True)
   else:
     deployment = model_deploy.DeploymentConfig(
         devices=devices, variables_device=variables_device,
-        variable_update=variable_update)
+        variable_update=variable_update, exact=True)
 
   def replicated_model_fn(features, labels, mode, params=None, config=None):
     task = deployment
@@ -330,7 +337,7 @@ def _replicated_call(model_fn, config, features, labels, mode, params,
       gatherer.tower = i
       with model_deploy.clone_context(config, i, shared) as record:
         gatherer.records.append(record)
-        gatherer.tower_scope = record.scope
+        gatherer.tower_scope = record.scope.rstrip('/')
         tower_features, tower_labels = pieces[i]
         specs.append(est.call_model_fn(
             model_fn, tower_features, tower_labels, mode, params, run_config))

@@ -54,7 +54,7 @@ def model(images, labels, batch_norm):
 
 
 def deploy_model_fn(features, labels, mode, params, config):
-  deployment = model_deploy.DeploymentConfig(
+  deployment = model_deploy.DeploymentConfig(exact=True,
       num_clones=2, clone_on_cpu=True,
       variable_update='collective_all_reduce',
       collective_timeout_secs=params['timeout']).for_task(config.cluster)

@@ -98,8 +98,8 @@ def test_several_workers_without_ps_need_collective_all_reduce():
   with pytest.raises(ValueError, match=re.escape(
       '2 workers need a ps task (--ps_hosts, or "ps" in TF_CONFIG) for the '
       'variables, or --variable_update=collective_all_reduce')):
-    model_deploy.DeploymentConfig().for_task(task)
-  config = model_deploy.DeploymentConfig(
+    model_deploy.DeploymentConfig(exact=True).for_task(task)
+  config = model_deploy.DeploymentConfig(exact=True,
       num_clones=2, clone_on_cpu=True,
       variable_update='collective_all_reduce').for_task(task)
   assert (config.all_reduce_group_size, config.is_chief) == (4, False)
@@ -110,7 +110,7 @@ def test_several_workers_without_ps_need_collective_all_reduce():
           '/job:worker/replica:0/task:0')
   with_ps = cluster.Cluster.from_flags('p:1', 'w0:1,w1:1', 'worker', 1)
   with pytest.raises(ValueError, match='runs without parameter servers'):
-    model_deploy.DeploymentConfig(
+    model_deploy.DeploymentConfig(exact=True,
         variable_update='collective_all_reduce').for_task(with_ps)
 
 
@@ -178,7 +178,7 @@ def test_script_prints_one_line_for_a_task_outside_the_cluster(tmp_path):
 def test_variables_on_the_ps_greedy_by_size_and_compute_on_the_worker():
   task = cluster.Cluster({'worker': ['w:1', 'w:2'], 'ps': ['p:1', 'p:2']},
                          'worker', 1)
-  config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True
+  config = model_deploy.DeploymentConfig(exact=True, num_clones=2, clone_on_cpu=True
                                          ).for_task(task)
   with tf.Graph().as_default():
     with tf1.device(config.device_function(0)):

@@ -73,7 +73,7 @@ def _reference(checkpoint, optimizer, batch_norm, clones=1):
   """`clones` clones in one process on the whole batch, from `checkpoint`."""
   images, labels = program.data()
   with tf.Graph().as_default():
-    config = model_deploy.DeploymentConfig(num_clones=clones,
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=clones,
                                            clone_on_cpu=clones > 1)
     deployed = model_deploy.deploy(
         config, lambda i, l: program.model(i, l, batch_norm),
@@ -109,7 +109,7 @@ def test_a_failed_collective_names_the_peer_that_is_down_else_says_what_it_saw()
   listening.listen(64)
   up = '127.0.0.1:%d' % listening.getsockname()[1]
   down = '127.0.0.1:%d' % launch.free_ports(1)[0]
-  deployment = model_deploy.DeploymentConfig(
+  deployment = model_deploy.DeploymentConfig(exact=True,
       num_replicas=3, replica_id=0, is_chief=True,
       variable_update='collective_all_reduce', collective_timeout_secs=30)
   try:

@@ -159,7 +159,7 @@ def clone(images, labels):
 def model_fn(features, labels, mode):
   training = mode == estimator.ModeKeys.TRAIN
   deployed = model_deploy.deploy(
-      model_deploy.DeploymentConfig(), clone, [features, labels],
+      model_deploy.DeploymentConfig(exact=True), clone, [features, labels],
       optimizer=tf1.train.GradientDescentOptimizer(0.01) if training else None)
   return estimator.EstimatorSpec(mode, loss=deployed.total_loss,
                                  train_op=deployed.train_op)

@@ -238,3 +238,55 @@ def test_bad_arguments_are_refused_early(digits_dir):
       reader.make_dataset(descriptor, batch_size=1, num_readers=0)
     with pytest.raises(ValueError, match='labels_offset 10 leaves no classes'):
       reader.make_dataset(descriptor, batch_size=1, labels_offset=10)
+
+
+# --- one Dataset, read by TF-Slim's queues and by the tf.data reader ----------
+
+def _queue_read(dataset, count):
+  """`count` (image, label) pairs through TF-Slim's own path, as its scripts
+  read: DatasetDataProvider (parallel_reader's queues) unshuffled, one reader."""
+  import tf_slim as slim  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default():
+    provider = slim.dataset_data_provider.DatasetDataProvider(
+        dataset, num_readers=1, shuffle=False, common_queue_capacity=32,
+        common_queue_min=1)
+    image, label = provider.get(['image', 'label'])
+    pairs = []
+    with tf1.Session() as sess:
+      coordinator = tf1.train.Coordinator()
+      threads = tf1.train.start_queue_runners(sess, coord=coordinator)
+      for _ in range(count):
+        pairs.append(sess.run([image, label]))
+      coordinator.request_stop()
+      coordinator.join(threads, stop_grace_period_secs=5)
+  return pairs
+
+
+def test_get_dataset_is_a_tf_slim_dataset_with_tf_slim_items(digits_dir):
+  import tf_slim as slim  # pylint: disable=import-outside-toplevel
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir)
+  assert isinstance(dataset, slim.dataset.Dataset)
+  assert dataset.data_sources == list(dataset.files) and len(dataset.files) == 3
+  assert dataset.reader is tf1.TFRecordReader
+  assert sorted(dataset.decoder.list_items()) == ['image', 'label']
+  assert sorted(dataset.items_to_descriptions) == ['image', 'label']
+  assert (dataset.num_samples, dataset.num_classes) == (360, 10)
+  assert dataset.labels_to_names[7] == 'seven'
+
+
+def test_tf_slim_queues_and_the_reader_give_the_same_images_and_labels(digits_dir):
+  """One shard, read in order both ways: the same records decode to the same
+  pixels and labels (TF-Slim's DatasetDataProvider against reader.py)."""
+  shard = os.path.basename(dataset_factory.get_dataset(
+      'digits', 'validation', digits_dir).files[0])
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir,
+                                        file_pattern=shard)
+  theirs = _queue_read(dataset, dataset.num_samples)
+  ours = read(dataset, batch_size=1, num_epochs=1, shuffle=False,
+              deterministic=True, image_summaries=False)
+  assert len(ours) == dataset.num_samples == len(theirs) == 120
+  for (their_image, their_label), (our_images, our_labels) in zip(theirs, ours):
+    assert their_image.dtype == np.uint8 and their_image.shape == (8, 8, 1)
+    np.testing.assert_array_equal(their_image.astype(np.float32), our_images[0])
+    assert their_label == our_labels[0]
+  assert len({int(label) for _, label in theirs}) == 10

@@ -254,6 +254,13 @@ def test_the_printed_loss_is_one_models_in_every_layout(digits_dir, tmp_path):
   assert again.stderr.startswith(
       'train_image_classifier: warning: --opt_epsilon=1 is large for '
       '--optimizer=adam: '), again.stderr
+  # A bad step count is refused before the checkpoint there is looked at.
+  negative = run('train_image_classifier.py', *args['parameter_server'],
+                 '--max_number_of_steps=-5')
+  assert negative.returncode != 0 and negative.stdout == ''
+  assert negative.stderr.strip().splitlines() == [
+      'train_image_classifier: error: --max_number_of_steps must be at least '
+      '1, got -5']
 
 
 def test_only_a_large_epsilon_of_adam_or_rmsprop_is_warned():

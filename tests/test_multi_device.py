@@ -89,7 +89,7 @@ def test_replicate_places_every_variable_on_the_cpu_and_towers_on_gpus(gpus):
 @pytest.mark.parametrize('gpus', [2, 4])
 def test_deploy_places_every_variable_on_the_cpu_and_clones_on_gpus(gpus):
   with tf.Graph().as_default() as graph:
-    config = model_deploy.DeploymentConfig(num_clones=gpus)
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=gpus)
 
     def clone_fn(x, y):
       logits = _every_layer_library(x, y)
@@ -120,7 +120,7 @@ def test_variables_device_is_honoured_for_every_kind_of_variable():
 
 def test_deploy_honours_variables_device_for_every_kind_of_variable():
   with tf.Graph().as_default() as graph:
-    config = model_deploy.DeploymentConfig(num_clones=2,
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=2,
                                            variables_device='/device:GPU:1')
 
     def clone_fn(x, y):
@@ -142,7 +142,7 @@ def test_deploy_honours_variables_device_for_every_kind_of_variable():
 def test_variables_device_holds_for_a_clusters_task():
   task = cluster.Cluster({'worker': ['127.0.0.1:2222', '127.0.0.1:2223'],
                           'ps': ['127.0.0.1:2224']}, 'worker', 1)
-  config = model_deploy.DeploymentConfig(
+  config = model_deploy.DeploymentConfig(exact=True,
       num_clones=2, variables_device='/device:CPU:0').for_task(task)
   assert (config.num_ps_tasks, config.replica_id) == (1, 1)
   assert config.variables_device() == '/device:CPU:0'
@@ -151,7 +151,7 @@ def test_variables_device_holds_for_a_clusters_task():
 def test_deploy_applies_moving_averages_once_after_the_step():
   x, y = _data(6)
   with tf.Graph().as_default():
-    config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True)
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=2, clone_on_cpu=True)
 
     def clone_fn(x, y):
       logits = slim.fully_connected(x, 3, activation_fn=None, scope='fc')
@@ -260,7 +260,7 @@ def _bn_step(library, path, num_clones, x, y, init):
   with tf.Graph().as_default():
     step = tf1.train.get_or_create_global_step()
     if path == 'deploy':
-      config = model_deploy.DeploymentConfig(num_clones=num_clones,
+      config = model_deploy.DeploymentConfig(exact=True, num_clones=num_clones,
                                              clone_on_cpu=num_clones > 1)
       clone_fn = lambda images, labels: tf1.losses.sparse_softmax_cross_entropy(
           labels, _bn_net(images, library))
@@ -350,7 +350,7 @@ def test_twelve_clones_each_own_exactly_their_loss(outer):
   x, y = _data(24)
   with tf.Graph().as_default() as graph:
     tf1.set_random_seed(0)
-    config = model_deploy.DeploymentConfig(num_clones=12, clone_on_cpu=True)
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=12, clone_on_cpu=True)
     inputs = [tf.constant(x), tf.constant(y)]
     if outer:
       with tf1.name_scope(outer):
@@ -361,9 +361,9 @@ def test_twelve_clones_each_own_exactly_their_loss(outer):
                                   optimizer=tf1.train.AdamOptimizer(0.1))
     prefix = outer + '/' if outer else ''
     for i, clone in enumerate(model.clones):
-      assert clone.scope == prefix + 'clone_%d' % i
+      assert clone.scope == prefix + 'clone_%d/' % i
       assert len(clone.losses) == 1
-      assert clone.losses[0].op.name.startswith(clone.scope + '/')
+      assert clone.losses[0].op.name.startswith(clone.scope)
     summaries = tf1.Summary()
     with tf1.Session(config=CPUS) as sess:
       sess.run(tf1.global_variables_initializer())

@@ -227,3 +227,15 @@ def test_a_factory_made_function_or_unpacked_name_is_refused(tmp_path,
       check_definition(module, name)
   assert definition_line('net_b, net_c = f()\n', 'net_b') is None
   assert definition_line('x = 1\nnet_b = f()\n', 'net_b') == 2
+
+
+def test_a_variant_carries_the_docstring_of_the_network_it_binds():
+  """As TF-Slim's wrapped_partial variants do; TF-Slim's mobilenet_v3 test
+  reads edge_tpu.__doc__."""
+  from nets.mobilenet import mobilenet_v3  # pylint: disable=import-outside-toplevel
+  variants = [nets_factory.networks_map[n] for n in nets_factory.list_models()
+              if isinstance(nets_factory.networks_map[n], functools.partial)]
+  assert len(variants) == 11
+  for variant in variants:
+    assert variant.__doc__ == variant.func.__doc__
+  assert 'Inference mode is created by default' in mobilenet_v3.edge_tpu.__doc__

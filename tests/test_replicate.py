@@ -89,7 +89,7 @@ def _run(train_op, loss, init, steps=STEPS):
 # -- model_deploy -------------------------------------------------------------
 def _deploy_run(num_clones, x, y, init, make_optimizer):
   with tf.Graph().as_default():
-    config = model_deploy.DeploymentConfig(num_clones=num_clones,
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=num_clones,
                                            clone_on_cpu=True)
 
     def clone_fn(images, labels):

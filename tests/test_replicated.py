@@ -49,7 +49,7 @@ def _deploy(update, clones, optimizer, batch_norm=True, seed=0):
   """A graph with the deployed model; returns (train_op, clones)."""
   tf1.set_random_seed(seed)
   images, labels = _data()
-  config = model_deploy.DeploymentConfig(
+  config = model_deploy.DeploymentConfig(exact=True,
       num_clones=clones, clone_on_cpu=True,
       variable_update=update if clones > 1 else 'parameter_server')
   model = model_deploy.deploy(
@@ -155,7 +155,7 @@ def test_keras_and_tf1_layers_and_get_variable_get_copies_too():
     tf1.losses.sparse_softmax_cross_entropy(labels, logits)
 
   with tf.Graph().as_default() as graph:
-    config = model_deploy.DeploymentConfig(num_clones=2, clone_on_cpu=True,
+    config = model_deploy.DeploymentConfig(exact=True, num_clones=2, clone_on_cpu=True,
                                            variable_update='replicated')
     clones = model_deploy.create_clones(
         config, model, [tf.zeros([4, 6]), tf.zeros([4], tf.int64)])
@@ -210,15 +210,15 @@ def test_checkpoint_holds_one_model_and_resuming_resyncs_the_copies(
 def test_bad_replicated_config_names_the_argument():
   with pytest.raises(ValueError, match=r"^variable_update='replicated' needs "
                      r'num_clones > 1, got 1$'):
-    model_deploy.DeploymentConfig(num_clones=1, variable_update='replicated')
+    model_deploy.DeploymentConfig(exact=True, num_clones=1, variable_update='replicated')
   with pytest.raises(ValueError, match=r"^variable_update='replicated' runs "
                      r'without parameter servers, got num_ps_tasks=1$'):
-    model_deploy.DeploymentConfig(num_clones=2, num_ps_tasks=1,
+    model_deploy.DeploymentConfig(exact=True, num_clones=2, num_ps_tasks=1,
                                   variable_update='replicated')
   with pytest.raises(ValueError, match=r'^variable_update must be one of '
                      r"parameter_server, replicated, collective_all_reduce, "
                      r"got 'mirrored'$"):
-    model_deploy.DeploymentConfig(num_clones=2, variable_update='mirrored')
+    model_deploy.DeploymentConfig(exact=True, num_clones=2, variable_update='mirrored')
 
 
 @pytest.mark.slow

@@ -285,7 +285,7 @@ def test_every_optimizer_takes_a_step(optimizer, clones, digits_dir, tmp_path):
       str(tmp_path), digits_dir,
       optimizer=optimization.OptimizerParams(optimizer=optimizer,
                                              learning_rate=0.01),
-      deployment=model_deploy.DeploymentConfig(num_clones=clones,
+      deployment=model_deploy.DeploymentConfig(exact=True, num_clones=clones,
                                                clone_on_cpu=clones > 1))
   estimator.train(_input_fn(digits_dir), max_steps=1)
   checkpoint = estimator.latest_checkpoint()
@@ -299,7 +299,7 @@ def test_every_optimizer_takes_a_step(optimizer, clones, digits_dir, tmp_path):
 def test_decay_steps_count_the_images_of_every_clone_and_replica():
   p = classifier.ClassifierParams(
       model_name='lenet', num_classes=10, batch_size=8,
-      deployment=model_deploy.DeploymentConfig(num_clones=4),
+      deployment=model_deploy.DeploymentConfig(exact=True, num_clones=4),
       optimizer=optimization.OptimizerParams(sync_replicas=True,
                                              replicas_to_aggregate=3))
   assert classifier.images_per_step(p) == 8 * 4 * 3

@@ -195,7 +195,8 @@ V3_EDGETPU = dict(
 def mobilenet(input_tensor, num_classes=1001, depth_multiplier=1.0,
               scope='MobilenetV3', conv_defs=None,
               finegrain_classification_mode=False, **kwargs):
-  """MobileNet v3 classifier; inference mode unless is_training=True.
+  """MobileNet v3 classifier. Inference mode is created by default; for
+  training, build it under `training_scope(is_training=True)`.
 
   Arguments and results as mobilenet_v2.mobilenet, except that `conv_defs`
   defaults to V3_LARGE and `finegrain_classification_mode` keeps the last
