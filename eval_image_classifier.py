@@ -336,8 +336,8 @@ def main(_):
   except (ValueError, tf.errors.OpError) as e:
     print('eval_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
-    return 1
-  return 0
+    return zoo_errors.exit_status(e)
+  return zoo_errors.DONE
 
 
 if __name__ == '__main__':

@@ -40,6 +40,7 @@ from classification import training_record
 from datasets import dataset_factory
 from deployment import cluster
 from deployment import model_deploy
+from deployment import slurm
 from runner import estimator as est
 from runner import faults
 import script_flags
@@ -83,18 +84,32 @@ flags.DEFINE_string('trainable_scopes', None,
 flags.DEFINE_string('master', '', 'Session target of servers started '
                     'elsewhere (with --num_ps_tasks/--worker_replicas).')
 flags.DEFINE_integer('worker_replicas', 1, 'Number of worker replicas.')
-flags.DEFINE_integer('num_ps_tasks', 0, 'Parameter servers (0: local).')
+flags.DEFINE_integer('num_ps_tasks', 0, 'Parameter servers (0: local); '
+                     'with Slurm, how many of its tasks serve as ps.')
 flags.DEFINE_integer('task', 0, 'Task id of this replica.')
 flags.DEFINE_string('ps_hosts', '', 'Comma-separated host:port of the ps.')
 flags.DEFINE_string('worker_hosts', '',
                     'Comma-separated host:port of the workers (0: chief).')
 flags.DEFINE_string('job_name', '', 'This task\'s job: ps or worker.')
+flags.DEFINE_enum('cluster_from', 'auto', list(cluster.SOURCES),
+                  'Where the cluster is read from: flags (--ps_hosts, '
+                  '--worker_hosts, --job_name, --task), tf_config (TF_CONFIG) '
+                  'or slurm (the variables srun sets: SLURM_PROCID, '
+                  'SLURM_NTASKS, SLURM_STEP_NODELIST, '
+                  'SLURM_STEP_TASKS_PER_NODE; --num_ps_tasks of the tasks '
+                  'serve as ps). auto: the host flags when given, else '
+                  'TF_CONFIG when set, else Slurm\'s variables in an srun '
+                  'step of several tasks.')
+flags.DEFINE_integer('slurm_base_port', slurm.DEFAULT_BASE_PORT,
+                     'Slurm: a task listens on this port + its place among '
+                     'the tasks of its node.')
 
 
 def task_cluster():
   return cluster.Cluster.from_flags(
       F.ps_hosts, F.worker_hosts, F.job_name, F.task, master=F.master,
-      num_ps_tasks=F.num_ps_tasks, worker_replicas=F.worker_replicas)
+      num_ps_tasks=F.num_ps_tasks, worker_replicas=F.worker_replicas,
+      source=F.cluster_from, slurm_base_port=F.slurm_base_port)
 
 
 def check_train_dir(path):
@@ -208,13 +223,21 @@ def main(_):
   except faults.Diverged as e:
     print('train_image_classifier: error: %s; try a lower --learning_rate '
           '(it was %g)' % (e, F.learning_rate), file=sys.stderr)
-    return 1
+    return zoo_errors.PERMANENT
   except (ValueError, RuntimeError, faults.DiskFull, tf.errors.OpError) as e:
     print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
-    return 1
+    return zoo_errors.exit_status(e)  # RETRYABLE when a restart fixes it
+  chance = progress.chance_level_at_end()
+  if chance:
+    # A model at chance has not learnt: the last line says so, not "Trained".
+    print('train_image_classifier: error: %s (it was %g); the last '
+          'checkpoint, %s, holds a model at chance level' % (
+              chance, F.learning_rate, estimator.latest_checkpoint()),
+          file=sys.stderr)
+    return zoo_errors.PERMANENT
   print(last_line(estimator, task))
-  return 0
+  return zoo_errors.DONE
 
 
 def last_line(estimator, task):

@@ -189,6 +189,7 @@ class ChanceLevelHook(tf1.train.SessionRunHook):
   def begin(self):
     self._step_tensor = tf1.train.get_global_step()
     self._recent, self._since, self._told = [], None, False
+    _chance_at_end[:] = [None]
 
   def before_run(self, run_context):
     return tf1.train.SessionRunArgs(
@@ -224,6 +225,17 @@ class ChanceLevelHook(tf1.train.SessionRunHook):
   def end(self, session):
     if self._since is not None:
       self._log(self.line())
+      _chance_at_end[:] = [self.line()]
+
+
+_chance_at_end = [None]  # the last training run's ChanceLevelHook verdict
+
+
+def chance_level_at_end():
+  """The chance-level line of this process's last training run when its
+  model was at chance level when it ended, else None: the scripts end with it
+  (a run at chance must not end with a line that reads like success)."""
+  return _chance_at_end[0]
 
 
 class EvaluationProgress(object):

@@ -1,4 +1,5 @@
-"""The cluster a task belongs to, read from TF_CONFIG or TF-Slim's flags.
+"""The cluster a task belongs to, read from TF_CONFIG, TF-Slim's flags or
+Slurm's variables (deployment/slurm.py).
 
 Distributed training runs on TensorFlow's own runtime (between-graph
 replication, as TF-Slim and tf.estimator did it): every task starts a
@@ -31,11 +32,21 @@ import time
 
 import tensorflow as tf
 
+import zoo_errors
+from deployment import slurm
+
 tf1 = tf.compat.v1
 
 TRAINING_JOBS = ('chief', 'worker')
+# Where a task reads its cluster from (--cluster_from).
+SOURCES = ('auto', 'flags', 'tf_config', 'slurm')
 _KNOWN_JOBS = ('chief', 'worker', 'ps', 'evaluator')
 _servers = {}  # (job, task) -> the Server this process started for it
+
+
+class CannotStart(zoo_errors.Retryable, ValueError):
+  """A task's server cannot start (its port is taken): another start, on
+  free ports or once the port is released, fixes it."""
 
 
 class Cluster(object):
@@ -102,14 +113,47 @@ class Cluster(object):
                task.get('index', 0))
 
   @classmethod
+  def from_slurm(cls, environ=None, num_ps=0, base_port=None):
+    """From the variables srun gives each task (deployment/slurm.py): the
+    first `num_ps` ranks serve as ps, the others are the workers in rank
+    order, each on `base_port` + its place among its node's tasks."""
+    jobs, task_type, task_id = slurm.cluster_of(
+        os.environ if environ is None else environ, num_ps,
+        slurm.DEFAULT_BASE_PORT if base_port is None else base_port)
+    return cls(jobs, task_type, task_id)
+
+  @classmethod
   def from_flags(cls, ps_hosts='', worker_hosts='', job_name='', task=0,
-                 master='', num_ps_tasks=0, worker_replicas=1):
+                 master='', num_ps_tasks=0, worker_replicas=1,
+                 source='auto', slurm_base_port=None, environ=None):
     """From TF-Slim's flags: explicit hosts (--ps_hosts, --worker_hosts,
-    --job_name, --task), or else TF_CONFIG, or else --master with
-    --num_ps_tasks/--worker_replicas for servers started elsewhere (TF-Slim's
-    own way). The counts, when also given, must agree with the hosts."""
+    --job_name, --task), or else TF_CONFIG, or else Slurm's variables (a task
+    of an srun step of several tasks; --num_ps_tasks of them serve as ps),
+    or else --master with --num_ps_tasks/--worker_replicas for servers
+    started elsewhere (TF-Slim's own way). The counts, when also given, must
+    agree with the hosts. `source` (--cluster_from) picks one of them
+    instead: 'flags', 'tf_config' or 'slurm' ('auto': that order)."""
+    environ = os.environ if environ is None else environ
+    if source not in SOURCES:
+      raise ValueError("--cluster_from '%s' is not one of %s" % (
+          source, ', '.join(SOURCES)))
+    if source == 'tf_config':
+      if not environ.get('TF_CONFIG'):
+        raise ValueError('--cluster_from=tf_config but TF_CONFIG is not set')
+      return cls.from_tf_config(environ['TF_CONFIG'])
     ps = _split_hosts(ps_hosts)
     workers = _split_hosts(worker_hosts)
+    slurm_wanted = source == 'slurm' or (
+        source == 'auto' and not (ps or workers or job_name) and
+        not environ.get('TF_CONFIG') and slurm.is_slurm_task(environ))
+    if slurm_wanted:
+      found = cls.from_slurm(environ, num_ps_tasks, slurm_base_port)
+      if worker_replicas > 1 and worker_replicas != found.num_workers:
+        raise ValueError('--worker_replicas=%d but Slurm has %d worker '
+                         'task(s) (%d tasks, --num_ps_tasks=%d)' % (
+                             worker_replicas, found.num_workers,
+                             found.num_workers + found.num_ps, num_ps_tasks))
+      return found
     if ps or workers or job_name:
       if not workers:
         raise ValueError('--worker_hosts is required with --ps_hosts or '
@@ -126,8 +170,8 @@ class Cluster(object):
         raise ValueError('--worker_replicas=%d but --worker_hosts lists %d '
                          'address(es)' % (worker_replicas, len(workers)))
       return cls({'worker': workers, 'ps': ps}, job_name, task)
-    if os.environ.get('TF_CONFIG'):
-      return cls.from_tf_config()
+    if source == 'auto' and environ.get('TF_CONFIG'):
+      return cls.from_tf_config(environ['TF_CONFIG'])
     if num_ps_tasks > 0 or worker_replicas > 1:
       if not master:
         raise ValueError(
@@ -260,7 +304,7 @@ class Cluster(object):
       probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
       probe.bind(('', port))
     except OSError as e:
-      raise ValueError('cannot start %s:%d at %s: port %d is in use (%s)' % (
+      raise CannotStart('cannot start %s:%d at %s: port %d is in use (%s)' % (
           self.task_type, self.task_id, address, port, e.strerror))
     finally:
       probe.close()
@@ -269,7 +313,7 @@ class Cluster(object):
                                 task_index=self.task_id,
                                 config=self.session_config(config), start=True)
     except tf.errors.OpError as e:
-      raise ValueError('cannot start %s:%d at %s: %s' % (
+      raise CannotStart('cannot start %s:%d at %s: %s' % (
           self.task_type, self.task_id, address, e.message))
     _servers[key] = server
     return server

@@ -17,10 +17,22 @@ workers get `--grace_secs` to finish their last step, the evaluator the same
 to evaluate the last checkpoint, then everything still running is stopped.
 Ctrl-C stops every task. The exit status is the chief's (or the evaluator's
 when the chief succeeded and it failed).
+
+--max_restarts=N heals the job: every task is watched, and when one ends
+with a retryable status (zoo_errors: 128-255, a signal's 128 + N among them)
+the others are stopped, every task starts again on new free ports and the
+chief resumes from the last checkpoint, one line per restart:
+
+    launch: restart 1/3: worker:1 exited 137 (killed); resuming from step 840
+
+After N restarts it gives up with the last cause and its status; a
+permanent status (1-127) never restarts. The evaluator, which follows the
+train_dir, runs on across restarts.
 """
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -28,6 +40,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import zoo_errors
 
 
 # Seconds a stopped task gets to finish its step and save before SIGKILL.
@@ -113,21 +127,89 @@ class Task(object):
     return self.wait()
 
 
+def train_dir_of(command):
+  """The --train_dir of a training command, or None."""
+  for i, word in enumerate(command):
+    if word.startswith('--train_dir='):
+      return word.split('=', 1)[1]
+    if word == '--train_dir' and i + 1 < len(command):
+      return command[i + 1]
+  return None
+
+
+def checkpoint_step(train_dir):
+  """The step of the latest checkpoint the `checkpoint` state file of
+  `train_dir` names (0: none). Read as text: the launcher imports no
+  TensorFlow; the chief itself picks the newest readable one."""
+  if not train_dir:
+    return None
+  try:
+    with open(os.path.join(os.path.expanduser(train_dir), 'checkpoint')) as f:
+      text = f.read()
+  except OSError:
+    return 0
+  match = re.search(r'^model_checkpoint_path: "[^"]*-(\d+)"', text, re.M)
+  return int(match.group(1)) if match else 0
+
+
+def shell_status(code):
+  """Popen's returncode as a shell's status: -N (signal N) is 128 + N."""
+  return zoo_errors.signal_status(-code) if code is not None and code < 0 \
+      else code
+
+
+class _Job(object):
+  """One start of the ps and the workers, on free ports."""
+
+  def __init__(self, num_ps, num_workers, command, host, out):
+    self.jobs = cluster_of(num_ps, num_workers, host)
+    self.ps = [Task('ps:%d' % i, command, tf_config(self.jobs, 'ps', i), out)
+               for i in range(num_ps)]
+    self.workers = [Task('worker:%d' % i, command,
+                         tf_config(self.jobs, 'worker', i), out)
+                    for i in range(num_workers)]
+    self.chief = self.workers[0]
+
+  @property
+  def tasks(self):
+    return self.ps + self.workers
+
+  def failure(self):
+    """(task, status) of a task that ended with an error, or None. Among
+    several, one killed by a signal first: the others' errors (a peer lost)
+    follow from it."""
+    failed = [(t, shell_status(t.poll())) for t in self.tasks
+              if t.poll() not in (None, 0)]
+    failed.sort(key=lambda f: f[1] == zoo_errors.RETRYABLE)
+    return failed[0] if failed else None
+
+  def stop(self, grace):
+    """The workers first, all at once, while the ps still serve (on SIGTERM
+    the chief saves a checkpoint of variables that live on the ps); then
+    the ps."""
+    for task in self.workers:
+      if task.poll() is None:
+        task.process.terminate()
+    for task in self.workers:
+      task.stop(grace=grace)
+    for task in self.tasks:
+      task.stop()
+
+
 def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
-        grace_secs=60.0, out=None):
+        grace_secs=60.0, out=None, max_restarts=0,
+        stop_grace_secs=STOP_GRACE_SECS):
   """Starts the cluster, waits for the chief, stops the rest; returns the
-  exit status (see the module docstring)."""
-  jobs = cluster_of(num_ps, num_workers, host)
-  tasks = [Task('ps:%d' % i, command, tf_config(jobs, 'ps', i), out)
-           for i in range(num_ps)]
-  workers = [Task('worker:%d' % i, command, tf_config(jobs, 'worker', i), out)
-             for i in range(num_workers)]
-  tasks += workers
+  exit status (see the module docstring). With `max_restarts`, a task that
+  ends with a retryable status (zoo_errors.is_retryable: a signal, a peer
+  lost) makes every task stop and start again on new ports, at most
+  `max_restarts` times; they resume from the last checkpoint."""
+  say = out if out is not None else sys.stdout
+  train_dir = train_dir_of(command)
+  job = _Job(num_ps, num_workers, command, host, out)
   judge = None
   if evaluator:
-    judge = Task('evaluator', evaluator, tf_config(jobs, 'evaluator'), out)
-    tasks.append(judge)
-  chief = workers[0]
+    judge = Task('evaluator', evaluator, tf_config(job.jobs, 'evaluator'), out)
 
   def stop_all(*_):
     # Only raise: the handler runs inside the main thread's Popen.wait,
@@ -135,40 +217,67 @@ def run(num_ps, num_workers, command, evaluator=None, host='127.0.0.1',
     # below stop the tasks in order.
     raise SystemExit(130)
 
-  def stop_in_order():
-    # The workers and the evaluator first, all at once, while the ps still
-    # serve: on SIGTERM the chief saves a checkpoint of variables that live
-    # on the ps (see README "When things go wrong").
-    others = workers + ([judge] if judge else [])
-    for task in others:
-      if task.poll() is None:
-        task.process.terminate()
-    for task in others:
-      task.stop(grace=STOP_GRACE_SECS)
-    for task in tasks:
-      task.stop()
+  def line(text):
+    say.write('launch: %s\n' % text)
+    say.flush()
 
   previous = signal.signal(signal.SIGTERM, stop_all)
+  restarts = 0
   try:
-    status = chief.wait()
+    while True:
+      if max_restarts:
+        # Every task is watched: the first one that fails stops the job.
+        while job.chief.poll() is None and job.failure() is None:
+          time.sleep(0.2)
+        failed = job.failure()
+        if job.chief.poll() == 0 or failed is None:
+          failed = None
+      else:
+        job.chief.wait()
+        failed = None
+      status = shell_status(job.chief.wait(0)) if failed is None else None
+      if failed is None and (status == 0 or not max_restarts):
+        break  # the chief ended: done, or (no restarts) its status is the job's
+      task, code = failed if failed is not None else (job.chief, status)
+      cause = '%s exited %d (%s)' % (task.name, code,
+                                     zoo_errors.status_meaning(code))
+      if not zoo_errors.is_retryable(code):
+        job.stop(stop_grace_secs)
+        line('%s; not restarted (a permanent error)' % cause)
+        return code
+      if restarts >= max_restarts:
+        job.stop(stop_grace_secs)
+        line('giving up after %d restart(s): %s' % (restarts, cause))
+        return code
+      job.stop(stop_grace_secs)
+      restarts += 1
+      step = checkpoint_step(train_dir)
+      line('restart %d/%d: %s; resuming from %s' % (
+          restarts, max_restarts, cause,
+          'step %d' % step if step is not None else 'the last checkpoint'))
+      job = _Job(num_ps, num_workers, command, host, out)
     deadline = time.time() + grace_secs
-    for task in workers[1:] + ([judge] if judge else []):
+    for task in job.workers[1:] + ([judge] if judge else []):
       if task.wait(max(deadline - time.time(), 0.1)) is None:
         task.stop()
-    for task in tasks:
+    for task in job.tasks:
       task.stop()
     if status == 0 and judge is not None and judge.poll():
-      status = judge.poll()
+      status = shell_status(judge.poll())
     return status
   except KeyboardInterrupt:
-    stop_in_order()
+    job.stop(stop_grace_secs)
+    if judge is not None:
+      judge.stop(grace=stop_grace_secs)
     return 130
   except SystemExit:
-    stop_in_order()
+    job.stop(stop_grace_secs)
+    if judge is not None:
+      judge.stop(grace=stop_grace_secs)
     raise
   finally:
     signal.signal(signal.SIGTERM, previous)
-    for task in tasks:
+    for task in job.tasks + ([judge] if judge else []):
       task.stop()
 
 
@@ -193,6 +302,15 @@ def main(argv=None):
   parser.add_argument('--host', default='127.0.0.1')
   parser.add_argument('--grace_secs', type=float, default=60.0,
                       help='time the others get to finish after the chief')
+  parser.add_argument('--max_restarts', type=int, default=0,
+                      help='restart every task (on new ports) when one ends '
+                      'with a retryable status (128-255: killed, stopped, a '
+                      'peer lost), at most this many times; they resume from '
+                      'the last checkpoint. 0: the launcher ends with the '
+                      'chief')
+  parser.add_argument('--stop_grace_secs', type=float,
+                      default=STOP_GRACE_SECS,
+                      help='time a stopped task gets to save before SIGKILL')
   flags = parser.parse_args(argv[:split])
   command = argv[split + 1:]
   collective = any(a in ('--variable_update=collective_all_reduce',)
@@ -215,8 +333,12 @@ def main(argv=None):
   if not command:
     parser.error('the training command after -- is empty')
   evaluator = shlex.split(flags.evaluator) if flags.evaluator else None
+  if flags.max_restarts < 0:
+    parser.error('--max_restarts must be at least 0, got %d' %
+                 flags.max_restarts)
   return run(flags.ps, flags.workers, command, evaluator, flags.host,
-             flags.grace_secs)
+             flags.grace_secs, max_restarts=flags.max_restarts,
+             stop_grace_secs=flags.stop_grace_secs)
 
 
 if __name__ == '__main__':

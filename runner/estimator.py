@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+import zoo_errors
 from deployment import cluster as cluster_lib
 from deployment import model_deploy
 from runner import faults
@@ -724,7 +725,7 @@ class Estimator(object):
         except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
                 tf.errors.AbortedError, tf.errors.InternalError,
                 tf.errors.CancelledError) as e:
-          raise RuntimeError(collective_failure_message(
+          raise zoo_errors.Retryable(collective_failure_message(
               collective, cfg.cluster, _step_of(self._model_dir),
               timed_out=isinstance(e, tf.errors.DeadlineExceededError))
           ) from None
@@ -762,7 +763,7 @@ class Estimator(object):
       except (tf.errors.DeadlineExceededError, _LostWorker) as e:
         if not collective:
           raise
-        raise RuntimeError(collective_failure_message(
+        raise zoo_errors.Retryable(collective_failure_message(
             collective, cfg.cluster, _step_of(self._model_dir),
             timed_out=not isinstance(e, _LostWorker))) from None
     if signals.received is not None:

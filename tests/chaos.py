@@ -1,0 +1,290 @@
+"""Chaos: SIGKILL random tasks of a launcher job at random moments; the job
+heals itself (`python -m deployment.launch --max_restarts`).
+
+    python tests/chaos.py --layout=ps --kills=10            # the long form
+    python tests/chaos.py --layout=collective --kills=10
+
+For each layout (1 ps + 2 workers, asynchronous; 2 workers with collective
+all-reduce) it trains LeNet on digits once undisturbed and once while
+killing: each kill waits until the job has trained since its last start
+(a step line of the chief), waits a random 0-`max_delay` seconds more, then
+SIGKILLs a random task (ps, chief or worker; the chief at least once). It
+checks that the launcher ends with status 0 at --max_number_of_steps, that
+every checkpoint left reads back whole, that the latest checkpoint's step
+never went down and each restart resumed from the last checkpoint, and that
+the model evaluates within `tolerance` of the undisturbed one. It prints one
+line of figures per layout; tests/test_chaos.py runs the short form in CI.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
+CHIEF_STEP = re.compile(r'^\[worker:0\] step (\d+)/\d+ ', re.M)
+RESTART = re.compile(r'^launch: restart (\d+)/\d+: (\S+) exited (\d+) '
+                     r'\(([^)]*)\); resuming from step (\d+)$', re.M)
+RESUMING = re.compile(r'^\[worker:0\] Resuming from \S+ \(step (\d+)\)$', re.M)
+
+
+def training_command(digits, train_dir, steps, layout):
+  command = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+             '--model_name=lenet', '--train_dir=%s' % train_dir,
+             '--max_number_of_steps=%d' % steps, '--batch_size=50',
+             '--optimizer=sgd', '--learning_rate=0.01',
+             '--learning_rate_decay_type=fixed', '--weight_decay=0',
+             '--log_every_n_steps=10', '--save_interval_steps=20',
+             '--async_worker_warmup_steps=30']
+  if layout == 'collective':
+    command += ['--variable_update=collective_all_reduce',
+                '--collective_timeout_secs=60']
+  return command
+
+
+def launcher_argv(layout, max_restarts):
+  argv = [sys.executable, '-m', 'deployment.launch', '--workers=2',
+          '--max_restarts=%d' % max_restarts, '--stop_grace_secs=5',
+          '--grace_secs=30']
+  argv.append('--ps=1' if layout == 'ps' else '--ps=0')
+  return argv
+
+
+def _children(pid):
+  """{task name: pid} of the launcher's tasks now (from their TF_CONFIG)."""
+  found = {}
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open('/proc/%s/stat' % entry) as f:
+        ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+      if ppid != pid:
+        continue
+      with open('/proc/%s/environ' % entry, 'rb') as f:
+        environ = dict(v.split(b'=', 1) for v in f.read().split(b'\0')
+                       if b'=' in v)
+      task = json.loads(environ.get(b'TF_CONFIG', b'{}'))['task']
+      found['%s:%d' % (task['type'], task['index'])] = int(entry)
+    except (OSError, ValueError, KeyError, IndexError):
+      continue
+  return found
+
+
+class _CheckpointWatch(threading.Thread):
+  """Records each new step of train_dir's latest checkpoint, as it changes."""
+
+  def __init__(self, train_dir):
+    super().__init__(daemon=True)
+    self.train_dir, self.steps, self.done = train_dir, [], False
+
+  def run(self):
+    from deployment import launch
+    while not self.done:
+      step = launch.checkpoint_step(self.train_dir)
+      if step and (not self.steps or self.steps[-1] != step):
+        self.steps.append(step)
+      time.sleep(0.1)
+
+
+def run_job(digits, train_dir, steps, layout, kills=0, max_delay=4.0,
+            seed=0, timeout=900, log_path=None):
+  """Runs one launcher job, killing `kills` times; returns (status, log,
+  kills made [(time, task, step)], checkpoint steps seen)."""
+  rng = random.Random(seed)
+  argv = launcher_argv(layout, max_restarts=kills + 2) + ['--'] + \
+      training_command(digits, train_dir, steps, layout)
+  log_path = log_path or os.path.join(os.path.dirname(str(train_dir)),
+                                      os.path.basename(str(train_dir)) + '.log')
+  log = open(log_path, 'w+')
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  env.pop('TF_CONFIG', None)
+  launcher = subprocess.Popen(argv, cwd=ROOT, stdout=log,
+                              stderr=subprocess.STDOUT, env=env)
+  watch = _CheckpointWatch(str(train_dir))
+  watch.start()
+  chief_kill = rng.randrange(kills) if kills else None
+  made = []
+  deadline = time.time() + timeout
+
+  def text():
+    with open(log_path) as f:
+      return f.read()
+
+  try:
+    for k in range(kills):
+      # trained since the last start: a chief step line after the last
+      # restart line, beyond the step it resumed from
+      while time.time() < deadline and launcher.poll() is None:
+        now = text()
+        since = now[now.rfind('launch: restart'):] if made else now
+        if CHIEF_STEP.search(since):
+          break
+        time.sleep(0.2)
+      time.sleep(rng.uniform(0, max_delay))
+      tasks = _children(launcher.pid)
+      if launcher.poll() is not None or not tasks:
+        break
+      names = sorted(tasks)
+      name = 'worker:0' if k == chief_kill and 'worker:0' in tasks else \
+          rng.choice(names)
+      try:
+        os.kill(tasks[name], signal.SIGKILL)
+      except ProcessLookupError:
+        continue
+      made.append((time.time(), name, watch.steps[-1] if watch.steps else 0))
+      # wait for the launcher's restart line before the next kill
+      while (time.time() < deadline and launcher.poll() is None and
+             len(RESTART.findall(text())) < len(made)):
+        time.sleep(0.2)
+    status = launcher.wait(max(deadline - time.time(), 1))
+  except subprocess.TimeoutExpired:
+    launcher.send_signal(signal.SIGTERM)
+    try:
+      launcher.wait(60)
+    except subprocess.TimeoutExpired:
+      launcher.kill()
+    status = None
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.wait()
+    watch.done = True
+    watch.join(2)
+  return status, text(), made, watch.steps
+
+
+def accuracy(digits, train_dir):
+  import tensorflow as tf
+  import tf_compat  # noqa: F401
+  from classification import classifier
+  from datasets import dataset_factory
+  from deployment import cluster
+  from runner import estimator as est
+  tf.compat.v1.disable_eager_execution()
+  dataset = dataset_factory.get_dataset('digits', 'validation', str(digits))
+  params = classifier.ClassifierParams(model_name='lenet',
+                                       num_classes=dataset.num_classes)
+  estimator = est.Estimator(classifier.model_fn, str(train_dir),
+                            est.RunConfig(cluster=cluster.Cluster()),
+                            params={'classifier': params})
+  return float(estimator.evaluate(classifier.make_input_fn(
+      dataset, 'lenet', 120, is_training=False, num_epochs=1))['Accuracy'])
+
+
+def unreadable_checkpoints(train_dir):
+  """[(prefix, why)] of the checkpoints left in train_dir that do not read
+  back whole (every one, not only those the state file lists)."""
+  import glob
+  from runner import faults
+  bad = []
+  for index in glob.glob(os.path.join(str(train_dir), '*.index')):
+    prefix = index[:-len('.index')]
+    problem = faults.checkpoint_problem(prefix)
+    if problem:
+      bad.append((prefix, problem))
+  return bad
+
+
+def check(layout, status, log, made, steps_seen, train_dir, max_steps):
+  """The failures of a chaos run, as lines (empty: it healed)."""
+  import tensorflow as tf
+  problems = []
+  if status != 0:
+    problems.append('the launcher ended with %s' % status)
+  restarts = RESTART.findall(log)
+  if len(restarts) < len(made):
+    problems.append('%d kill(s) but %d restart line(s)' % (len(made),
+                                                           len(restarts)))
+  final = int(tf.train.load_variable(str(train_dir), 'global_step'))
+  # asynchronous ps: the other worker's steps in flight may land after the
+  # chief's last one
+  top = max_steps + (2 if layout == 'ps' else 0)
+  if not max_steps <= final <= top:
+    problems.append('the last checkpoint is at step %d, not %d' % (
+        final, max_steps))
+  if any(b < a for a, b in zip(steps_seen, steps_seen[1:])):
+    problems.append('the latest checkpoint went back: %s' % steps_seen)
+  # After each restart the chief resumes from the checkpoint the launcher
+  # named and its first step comes after it. (Asynchronous ps: a checkpoint
+  # named at step N may hold N + 1 or N + 2, the steps of the other worker
+  # in flight while it was saved.)
+  starts = [m.end() for m in RESTART.finditer(log)]
+  for (_, _, _, _, said), begin in zip(restarts, starts):
+    segment = log[begin:]
+    resumed = RESUMING.search(segment)
+    if int(said) and (not resumed or not int(said) <= int(
+        resumed.group(1)) <= int(said) + (2 if layout == 'ps' else 0)):
+      problems.append('a restart said step %s but the chief resumed from '
+                      '%s' % (said, resumed.group(1) if resumed else 'none'))
+    first = CHIEF_STEP.search(segment)
+    if first and int(first.group(1)) <= int(said):
+      problems.append('after a restart at step %s the chief took step %s' % (
+          said, first.group(1)))
+  for prefix, why in unreadable_checkpoints(train_dir):
+    problems.append('unreadable checkpoint %s: %s' % (prefix, why))
+  return problems, final, restarts
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--layout', choices=['ps', 'collective', 'both'],
+                      default='both')
+  parser.add_argument('--kills', type=int, default=10)
+  parser.add_argument('--steps', type=int, default=600)
+  parser.add_argument('--max_delay', type=float, default=6.0)
+  parser.add_argument('--seed', type=int, default=1)
+  parser.add_argument('--tolerance', type=float, default=0.03)
+  parser.add_argument('--work_dir', default='/tmp/slim_zoo_chaos')
+  flags = parser.parse_args(argv)
+  os.makedirs(flags.work_dir, exist_ok=True)
+  digits = os.path.join(flags.work_dir, 'digits')
+  if not os.path.isdir(digits):
+    subprocess.run([sys.executable, os.path.join(ROOT,
+                                                 'download_and_convert_data.py'),
+                    '--dataset_name=digits', '--dataset_dir=%s' % digits],
+                   check=True, cwd=ROOT, timeout=300)
+  failed = False
+  for layout in (['ps', 'collective'] if flags.layout == 'both'
+                 else [flags.layout]):
+    results = {}
+    for kind, kills in (('undisturbed', 0), ('chaos', flags.kills)):
+      train_dir = os.path.join(flags.work_dir, '%s_%s_%d' % (
+          layout, kind, int(time.time())))
+      began = time.time()
+      status, log, made, seen = run_job(
+          digits, train_dir, flags.steps, layout, kills, flags.max_delay,
+          flags.seed, timeout=600 + 120 * kills)
+      problems, final, restarts = check(layout, status, log, made, seen,
+                                        train_dir, flags.steps)
+      results[kind] = accuracy(digits, train_dir)
+      print('%s %s: %d kill(s) (%s), %d restart(s), status %s, final step '
+            '%d, accuracy %.4f, %.0fs; log %s.log' % (
+                layout, kind, len(made), ', '.join(n for _, n, _ in made),
+                len(restarts), status, final, results[kind],
+                time.time() - began, train_dir), flush=True)
+      for line in RESTART.finditer(log):
+        print('  ' + line.group(0))
+      for problem in problems:
+        print('  FAILED: ' + problem)
+        failed = True
+    gap = abs(results['chaos'] - results['undisturbed'])
+    print('%s: accuracy %.4f under chaos, %.4f undisturbed (%.1f points '
+          'apart; at most %.1f)' % (layout, results['chaos'],
+                                    results['undisturbed'], 100 * gap,
+                                    100 * flags.tolerance), flush=True)
+    failed |= gap > flags.tolerance
+  return 1 if failed else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,41 @@
+"""The short form of tests/chaos.py, for CI: under `deployment.launch
+--max_restarts`, a random task (the chief at least once) of a 1 ps + 2 workers
+job and of a 2-worker collective job is SIGKILLed at random moments twice;
+each job ends at --max_number_of_steps with status 0, every checkpoint left
+reads back whole, the latest checkpoint never goes back, each restart resumes
+from it, and the model evaluates within 3 points of an undisturbed run. The
+long form: `python tests/chaos.py --kills=10` (docs/cluster.md)."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'tests'))
+import chaos  # noqa: E402
+
+STEPS, KILLS = 150, 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize('layout', ['ps', 'collective'])
+def test_a_job_killed_at_random_heals_and_ends_as_an_undisturbed_one(
+    layout, digits, tmp_path):
+  seed = int(os.environ.get('CHAOS_SEED', '3'))
+  accuracy = {}
+  for kind, kills in (('undisturbed', 0), ('chaos', KILLS)):
+    train_dir = tmp_path / kind
+    status, log, made, seen = chaos.run_job(
+        digits, train_dir, STEPS, layout, kills, max_delay=3.0, seed=seed,
+        timeout=400)
+    problems, final, restarts = chaos.check(layout, status, log, made, seen,
+                                            train_dir, STEPS)
+    print('%s %s: kills %s, restarts %s, final step %d' % (
+        layout, kind, [n for _, n, _ in made], [r[:3] for r in restarts],
+        final))
+    assert not problems, '%s\n%s' % (problems, log[-4000:])
+    assert len(made) == kills and len(restarts) == kills, log[-4000:]
+    accuracy[kind] = chaos.accuracy(digits, train_dir)
+  assert 'worker:0' in [n for _, n, _ in made]  # the chief was killed
+  assert abs(accuracy['chaos'] - accuracy['undisturbed']) <= 0.03, accuracy
