@@ -58,17 +58,10 @@ def _padded_crop_from_jpeg(image, offset_height, offset_width, output_height,
 
 def _crop_offset(shape, output_height, output_width, padding):
   """tf.image.random_crop's offset of an output-sized crop of the padded
-  image: the same random op and arithmetic, so the same distribution."""
-  padded = tf.stack([shape[0] + 2 * padding, shape[1] + 2 * padding, 1])
-  size = tf.constant([output_height, output_width, 1], tf.int32)
-  check = tf.debugging.Assert(tf.reduce_all(padded >= size),
-                              ['Need value.shape >= size, got ', padded, size],
-                              summarize=1000)
-  with tf.control_dependencies([check]):
-    limit = padded - size + 1
-  offset = tf.compat.v1.random_uniform([3], dtype=tf.int32,
-                                       maxval=tf.int32.max) % limit
-  return offset[0], offset[1]
+  image (see encoded_image.random_crop_offset)."""
+  return encoded_image.random_crop_offset(
+      shape[0] + 2 * padding, shape[1] + 2 * padding, output_height,
+      output_width)
 
 
 def preprocess_for_train(image, output_height, output_width, padding=_PADDING,

@@ -93,3 +93,20 @@ def takes_encoded_images(fn):
 def accepts_encoded(fn):
   """The class of encoded image `fn` takes, or None."""
   return getattr(fn, 'takes_encoded_images', None)
+
+
+def random_crop_offset(height, width, output_height, output_width):
+  """tf.image.random_crop's (top, left) offset of an output-sized crop of an
+  image of `height` x `width`: the same random op and arithmetic, so the
+  same distribution (and, given the op's seeds, the same offsets), drawn
+  without the image."""
+  shape = tf.stack([height, width, 1])
+  size = tf.constant([output_height, output_width, 1], tf.int32)
+  check = tf.debugging.Assert(tf.reduce_all(shape >= size),
+                              ['Need value.shape >= size, got ', shape, size],
+                              summarize=1000)
+  with tf.control_dependencies([check]):
+    limit = shape - size + 1
+  offset = tf.compat.v1.random_uniform([3], dtype=tf.int32,
+                                       maxval=tf.int32.max) % limit
+  return offset[0], offset[1]

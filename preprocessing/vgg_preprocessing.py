@@ -87,22 +87,6 @@ def _central_crop(image, crop_height, crop_width):
                                        crop_width)
 
 
-def _random_crop_offset(resized_height, resized_width, output_height,
-                        output_width):
-  """tf.image.random_crop's offset of an output-sized crop of an image of the
-  resized size: the same random op and arithmetic, so the same distribution
-  (and, given the op's seeds, the same offsets)."""
-  shape = tf.stack([resized_height, resized_width, 1])
-  size = tf.constant([output_height, output_width, 1], tf.int32)
-  check = tf.debugging.Assert(tf.reduce_all(shape >= size),
-                              ['Need value.shape >= size, got ', shape, size],
-                              summarize=1000)
-  with tf.control_dependencies([check]):
-    limit = shape - size + 1
-  offset = tf1.random_uniform([3], dtype=tf.int32, maxval=tf.int32.max) % limit
-  return offset[0], offset[1]
-
-
 def _train_from_jpeg(image, output_height, output_width, resize_side_min,
                      resize_side_max, use_grayscale):
   """preprocess_for_train of an EncodedJpeg: the same random scale and crop
@@ -113,7 +97,7 @@ def _train_from_jpeg(image, output_height, output_width, resize_side_min,
   shape = image.shape()
   resized_height, resized_width = _smallest_size_at_least(
       shape[0], shape[1], resize_side)
-  offset_height, offset_width = _random_crop_offset(
+  offset_height, offset_width = encoded_image.random_crop_offset(
       resized_height, resized_width, output_height, output_width)
   image = resized_crop_from_jpeg(image, resize_side, offset_height,
                                  offset_width, output_height, output_width)

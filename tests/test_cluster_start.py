@@ -19,16 +19,13 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
-from classification import classifier
+import chaos  # tests/chaos.py: the evaluation its jobs are judged by
+
 from classification import progress
-from datasets import dataset_factory
-from deployment import cluster
 from deployment import launch
-from runner import estimator as est
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,17 +42,6 @@ def _argv(digits, train_dir, steps=STEPS, seed=1):
           '--max_number_of_steps=%d' % steps, '--save_interval_secs=600',
           '--log_every_n_steps=1', '--random_seed=%d' % seed,
           '--async_worker_warmup_steps=%d' % WARMUP]
-
-
-def _accuracy(digits, train_dir):
-  dataset = dataset_factory.get_dataset('digits', 'validation', str(digits))
-  params = classifier.ClassifierParams(model_name='lenet',
-                                       num_classes=dataset.num_classes)
-  estimator = est.Estimator(classifier.model_fn, str(train_dir),
-                            est.RunConfig(cluster=cluster.Cluster()),
-                            params={'classifier': params})
-  return estimator.evaluate(classifier.make_input_fn(
-      dataset, 'lenet', 120, is_training=False, num_epochs=1))['Accuracy']
 
 
 def _busy_cores(count=2):
@@ -129,14 +115,14 @@ def test_a_ps_job_starts_and_trains_as_often_as_one_process_under_load(
       alone_out = alone.stdout + alone.stderr
       assert alone.returncode in (0, 1), alone_out[-3000:]
       first_alone = float(STEP_LINE.findall(alone.stdout)[0][1])
-      accuracy_alone = _accuracy(digits, alone_dir)
+      accuracy_alone = chaos.accuracy(digits, alone_dir)
       train_dir = tmp_path / ('start%d' % start)
       chief, other = _start(digits, train_dir, start % 2 == 0, rng, steps,
                             seed)
       chief_steps = STEP_LINE.findall(chief)
       other_steps = STEP_LINE.findall(other)
       losses = [float(l) for _, l in chief_steps + other_steps]
-      accuracy = _accuracy(digits, train_dir)
+      accuracy = chaos.accuracy(digits, train_dir)
       at_chance = _chance_ending(chief, accuracy)
       alone_at_chance = _chance_ending(alone_out, accuracy_alone)
       chance['cluster'] += at_chance
