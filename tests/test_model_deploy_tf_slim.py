@@ -315,3 +315,38 @@ def test_replicated_layouts_are_exact_by_construction():
   with pytest.raises(ValueError, match='exact by construction'):
     model_deploy.DeploymentConfig(num_clones=2, variable_update='replicated',
                                   exact=False)
+
+
+@pytest.mark.parametrize('optimizer', ['momentum', 'adam'])
+def test_clones_fed_one_batch_take_one_clones_steps_with_slot_optimizers(
+    variables, optimizer):
+  """Three clones of a batch-norm model, each fed the same batch (as clones
+  dequeuing equal batches would be), trained through `deploy` with a slot
+  optimizer for 3 steps, end with one clone's weights, slots and moving
+  statistics: the clones' average is one clone's step."""
+  make = {'momentum': lambda: tf1.train.MomentumOptimizer(0.1, 0.9),
+          'adam': lambda: tf1.train.AdamOptimizer(0.05)}[optimizer]
+  results = []
+  for num_clones in (1, 3):
+    with tf.Graph().as_default():
+      tf1.set_random_seed(0)
+      config = model_deploy.DeploymentConfig(num_clones=num_clones,
+                                             clone_on_cpu=True)
+      batch = data()
+      model = model_deploy.deploy(
+          config, lambda: batch_norm_classifier(*batch), optimizer=make())
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        for _ in range(3):
+          sess.run(model.train_op)
+        names = sorted(v.op.name for v in tf1.global_variables())
+        values = dict(zip(names, sess.run(
+            [v for v in sorted(tf1.global_variables(),
+                               key=lambda v: v.op.name)])))
+        results.append(values)
+  one, three = results
+  assert sorted(one) == sorted(three)  # no per-clone slots or statistics
+  assert any('/Momentum' in n or '/Adam' in n for n in one)
+  for name in one:
+    np.testing.assert_allclose(one[name], three[name], rtol=1e-5, atol=1e-6,
+                               err_msg=name)
