@@ -28,6 +28,7 @@ Two ways to describe the same cluster:
 import json
 import os
 import socket
+import threading
 import time
 
 import tensorflow as tf
@@ -366,10 +367,61 @@ def sync_replicas_hooks(optimizer, is_chief, num_tokens_at_end):
   when it stops. A worker waits for a token after every step; without these
   the workers still running when the chief reaches the last step wait
   forever (TensorFlow's hook leaves them so)."""
-  hooks = [optimizer.make_session_run_hook(is_chief)]
+  hooks = [_SyncReplicasHook(optimizer, is_chief)]
   if is_chief:
     hooks.append(_ReleaseWorkersHook(optimizer, num_tokens_at_end))
   return hooks
+
+
+class _SyncReplicasHook(tf1.train.SessionRunHook):
+  """What `SyncReplicasOptimizer.make_session_run_hook` does (local step
+  init; for the chief, the initial tokens and a thread applying each
+  aggregated step), except how that thread ends. TensorFlow's registers
+  its queue runner with the session's coordinator; at the end the runner
+  sits in the accumulators' take_grad waiting for gradients no worker will
+  send, so closing the session waited the coordinator's whole grace period
+  (120 s) and the session's close then cancelled the run, printing a
+  CancelledError traceback. This thread is not joined: closing the session
+  cancels its run and it ends quietly; an error while training still stops
+  the session through the coordinator."""
+
+  def __init__(self, optimizer, is_chief):
+    self._optimizer, self._is_chief = optimizer, is_chief
+
+  def begin(self):
+    opt = self._optimizer
+    if self._is_chief:
+      self._local_init = opt.chief_init_op
+      self._tokens = opt.get_init_tokens_op()
+      self._apply = opt.get_chief_queue_runner().enqueue_ops
+    else:
+      self._local_init, self._tokens, self._apply = (
+          opt.local_step_init_op, None, [])
+
+  def after_create_session(self, session, coord):
+    missing = session.run(self._optimizer.ready_for_local_init_op)
+    if len(missing):
+      raise RuntimeError('SyncReplicasOptimizer cannot initialise its local '
+                         'step: variables not initialised: %s' % missing)
+    session.run(self._local_init)
+    if self._tokens is not None:
+      session.run(self._tokens)
+    for op in self._apply:
+      threading.Thread(target=_apply_aggregated_steps, daemon=True,
+                       args=(session.make_callable(op), coord)).start()
+
+
+def _apply_aggregated_steps(apply, coord):
+  while not coord.should_stop():
+    try:
+      apply()
+    except Exception as e:  # pylint: disable=broad-except
+      if not coord.should_stop():  # else: the session closing cancelled it
+        try:
+          coord.request_stop(e)
+        except Exception:  # pylint: disable=broad-except
+          pass  # the coordinator was joined in between: the session is closing
+      return
 
 
 class _ReleaseWorkersHook(tf1.train.SessionRunHook):

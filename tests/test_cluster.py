@@ -295,7 +295,10 @@ def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
   for name in ('worker:0', 'worker:1'):
     own = '\n'.join(l for l in log.splitlines() if l.startswith('[%s]' % name))
     losses = _losses(own)
-    assert len(losses) >= 2 and losses[-1] < losses[0], (name, losses)
+    # Asynchronous: a worker may join when the shared model is trained, and
+    # one batch's loss is noisy, so each worker's last loss is asked to be far
+    # below chance (ln 10 = 2.30), not below its own first.
+    assert len(losses) >= 2 and losses[-1] < 1.0, (name, losses)
     saves = 'Saving checkpoints' in own
     assert saves == (name == 'worker:0')
   steps = [int(s) for s in re.findall(r'Evaluated \S+ \(step (\d+)\)', judged)]
@@ -326,6 +329,11 @@ def test_sync_replicas_with_moving_averages_reach_the_last_step(digits,
   assert re.search(r'\[worker:1\] worker:1 ran \d+ training steps; the chief '
                    r'saves the checkpoints \(latest when this task stopped: ',
                    log), log[-3000:]
+  # The chief's thread applying aggregated steps ends with the session
+  # (TensorFlow's queue runner kept the chief 120 s in the coordinator's
+  # grace period, then died with a CancelledError traceback).
+  assert 'Traceback' not in log and 'Exception in thread' not in log, (
+      log[-3000:])
 
 
 @pytest.mark.slow
