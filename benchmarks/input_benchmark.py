@@ -23,8 +23,9 @@ is every core (TensorFlow's default pools, --num_readers readers, one
 preprocessing thread per core).
 
 The three run in one process on the same files, interleaved: each round
-times every variant in turn (after warm-up batches that also let the
-previous variant's prefetching finish), and the table gives the median rate
+times every variant in turn, each from a fresh iterator (after warm-up
+batches) that is dropped when its time is up, so that no pipeline's
+background prefetching runs during another's time, and the table gives the median rate
 over rounds and the median of each round's ratios, so load from other
 processes hits the three alike. On one core the rate is images per second
 of the process's CPU time (the work itself: a shared machine's other
@@ -147,8 +148,14 @@ def measure(config):
           preprocessing_name=config['family'], image_size=size,
           num_readers=readers, num_preprocessing_threads=threads,
           fused_decoding=variant == 'fused')()
-    steps = {v: tf.group(tf1.data.make_one_shot_iterator(d).get_next())
-             for v, d in batches.items()}
+    # A pipeline keeps working after its last batch is taken (prefetch,
+    # parallel map): its iterator is made afresh before each timed stretch
+    # and dropped after it, so no variant's background work lands in the
+    # next one's time (with one iterator per variant, each variant paid for
+    # the previous one's prefetching: 5-10% on one core).
+    iterators = {v: tf1.data.make_initializable_iterator(d)
+                 for v, d in batches.items()}
+    steps = {v: tf.group(it.get_next()) for v, it in iterators.items()}
     session_config = tf1.ConfigProto(
         intra_op_parallelism_threads=1 if one else 0,
         inter_op_parallelism_threads=1 if one else 0)
@@ -157,6 +164,7 @@ def measure(config):
     with tf1.Session(config=session_config) as session:
       for _ in range(config['rounds']):
         for variant in VARIANTS:
+          session.run(iterators[variant].initializer)
           for _ in range(config['warmup']):
             session.run(steps[variant])
           count = 0
@@ -168,6 +176,7 @@ def measure(config):
           wall[variant].append(count * batch / (time.perf_counter() - start))
           cpu[variant].append(count * batch / max(
               time.process_time() - start_cpu, 1e-9))
+          session.run(iterators[variant].initializer)  # stops its threads
   return {'wall': wall, 'cpu': cpu}
 
 
