@@ -22,6 +22,13 @@ inter-op pools of one thread, one reader, one preprocessing thread); 'all'
 is every core (TensorFlow's default pools, --num_readers readers, one
 preprocessing thread per core).
 
+--breakdown instead times, on one core, the training preprocessing of the
+inception and vgg families stage by stage (each stage a pipeline of the
+JPEG bytes held in memory, timed like the variants), so that what each
+step costs is a difference of two rates:
+
+    python benchmarks/input_benchmark.py --breakdown
+
 The three run in one process on the same files, interleaved: each round
 times every variant in turn, each from a fresh iterator (after warm-up
 batches) that is dropped when its time is up, so that no pipeline's
@@ -180,6 +187,143 @@ def measure(config):
   return {'wall': wall, 'cpu': cpu}
 
 
+def _stages(family):
+  """[(name, fn(jpeg bytes) -> tensor)]: training preprocessing of `family`
+  cut after each step, in its order; the last is the whole function. Stages
+  that end on images of differing sizes return one pixel of them, which
+  keeps their work from being pruned."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from preprocessing import encoded_image  # pylint: disable=import-outside-toplevel
+  from preprocessing import inception_preprocessing as inception  # pylint: disable=import-outside-toplevel
+  from preprocessing import vgg_preprocessing as vgg  # pylint: disable=import-outside-toplevel
+  tf1 = tf.compat.v1
+  size = FAMILIES[family][0]
+
+  def whole(contents):
+    return tf.io.decode_jpeg(contents, channels=3)[0, 0]
+  if family == 'inception':
+    def crop(contents):
+      jpeg = encoded_image.EncodedJpeg(contents, 3)
+      begin, extent, _ = tf1.image.sample_distorted_bounding_box(
+          jpeg.shape(), tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+          min_object_covered=0.1, aspect_ratio_range=(0.75, 1.33),
+          area_range=(0.05, 1.0), max_attempts=100,
+          use_image_if_no_bounding_boxes=True)
+      return jpeg.decode_window(begin[0], begin[1], extent[0], extent[1])
+
+    def then(*steps):
+      def fn(contents):
+        image = tf.image.convert_image_dtype(crop(contents), tf.float32)
+        image = tf1.image.resize_images(image, [size, size])
+        for step in steps:
+          image = step(image)
+        return image
+      return fn
+    flip = tf.image.random_flip_left_right
+    brightness = inception._DISTORTIONS['brightness']  # pylint: disable=protected-access
+    saturation = inception._DISTORTIONS['saturation']  # pylint: disable=protected-access
+    return [('decode the whole JPEG', whole),
+            ('decode the random crop', lambda c: crop(c)[0, 0]),
+            ('+ float, resize to %d' % size, then()),
+            ('+ random flip', then(flip)),
+            ('+ random brightness', then(flip, brightness)),
+            ('+ random saturation', then(flip, brightness, saturation)),
+            ('+ clip, to [-1, 1]: all of it', lambda c: inception.preprocess_image(
+                encoded_image.EncodedJpeg(c, 3), size, size, is_training=True,
+                add_image_summaries=False))]
+
+  def draws(contents):
+    jpeg = encoded_image.EncodedJpeg(contents, 3)
+    side = tf1.random_uniform([], 256, 513, dtype=tf.int32)
+    shape = jpeg.shape()
+    height, width = vgg._smallest_size_at_least(shape[0], shape[1], side)  # pylint: disable=protected-access
+    top, left = encoded_image.random_crop_offset(height, width, size, size)
+    return jpeg, side, shape, height, top, left
+
+  def band(contents):
+    jpeg, _, shape, height, top, _ = draws(contents)
+    lower, upper, _ = vgg._bilinear_samples(top, size, shape[0], height)  # pylint: disable=protected-access
+    return jpeg.decode_window(lower[0], 0, upper[-1] - lower[0] + 1,
+                              shape[1])[0, 0]
+
+  def resized_crop(contents):
+    jpeg, side, _, _, top, left = draws(contents)
+    return vgg.resized_crop_from_jpeg(jpeg, side, top, left, size, size)
+  return [('decode the whole JPEG', whole),
+          ('decode the rows the crop reads', band),
+          ('+ resize those rows, crop', resized_crop),
+          ('+ random flip', lambda c: tf.image.random_flip_left_right(
+              resized_crop(c))),
+          ('+ mean: all of it', lambda c: vgg.preprocess_image(
+              encoded_image.EncodedJpeg(c, 3), size, size, is_training=True))]
+
+
+def measure_breakdown(config):
+  """{family: [(stage, images/sec of CPU time per round)]} on one core."""
+  os.sched_setaffinity(0, {config['cpu']})
+  os.environ['TF_OVERRIDE_GLOBAL_THREADPOOL'] = '1'
+  sys.path.insert(0, ROOT)
+  import quiet_tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tf_compat  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from datasets import reader  # pylint: disable=import-outside-toplevel
+  tf1 = tf.compat.v1
+  paths = sorted(os.path.join(folder, name)
+                 for folder, _, names in os.walk(config['images_dir'])
+                 for name in names if name.endswith('.jpg'))
+  contents = []
+  for path in paths:
+    with open(path, 'rb') as f:
+      contents.append(f.read())
+  batch = config['batch_size']
+  results = {}
+  for family in ('inception', 'vgg'):
+    with tf.Graph().as_default():
+      stages = _stages(family)
+      iterators = [tf1.data.make_initializable_iterator(
+          tf.data.Dataset.from_tensor_slices(contents).repeat()
+          .map(fn, num_parallel_calls=1).batch(batch)
+          .prefetch(tf.data.AUTOTUNE)
+          .with_options(reader.pipeline_options(False, 1)))
+                   for _, fn in stages]
+      steps = [it.get_next() for it in iterators]
+      rates = [[] for _ in stages]
+      with tf1.Session(config=tf1.ConfigProto(
+          intra_op_parallelism_threads=1,
+          inter_op_parallelism_threads=1)) as session:
+        for _ in range(config['rounds']):
+          for i, (iterator, step) in enumerate(zip(iterators, steps)):
+            session.run(iterator.initializer)
+            for _ in range(config['warmup']):
+              session.run(step)
+            count, start = 0, time.process_time()
+            while count < config['min_batches'] or (
+                time.process_time() - start < config['seconds']):
+              session.run(step)
+              count += 1
+            rates[i].append(count * batch / (time.process_time() - start))
+            session.run(iterator.initializer)
+    results[family] = [(name, r) for (name, _), r in zip(stages, rates)]
+  return results
+
+
+def breakdown_markdown(results, header):
+  """The stages' rates; 'ms added' is a stage's time less the one before it
+  (the crop's decode is the first step of the pipeline, the whole image's
+  decode the anchor beside it), its share that of the whole function."""
+  lines = [header, '', '| family | stage | img/s | ms per image | ms added | '
+           'share of the whole |', '|---|---|---:|---:|---:|---:|']
+  for family, stages in results.items():
+    ms = [1000.0 / statistics.median(r) for _, r in stages]
+    for i, (name, _) in enumerate(stages):
+      added = ms[i] - ms[i - 1] if i > 1 else ms[i]
+      lines.append('| %s | %s | %.0f | %.3f | %s | %s |' % (
+          family, name, 1000.0 / ms[i], ms[i],
+          '%.3f' % added if i else '', '%.0f%%' % (100 * added / ms[-1])
+          if i else ''))
+  return '\n'.join(lines)
+
+
 def load_average():
   with open('/proc/loadavg') as f:
     return ' '.join(f.read().split()[:3])
@@ -278,6 +422,9 @@ def parse_args(argv=None):
                       'and reuse (default: a temporary one)')
   parser.add_argument('--output_markdown', default=None)
   parser.add_argument('--output_json', default=None)
+  parser.add_argument('--breakdown', action='store_true',
+                      help='time the inception and vgg training '
+                      'preprocessing stage by stage on one core instead')
   parser.add_argument('--_config', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   for name in ('families', 'modes', 'cores'):
@@ -292,7 +439,9 @@ def parse_args(argv=None):
 def main(argv=None):
   args = parse_args(argv)
   if args._config:  # pylint: disable=protected-access
-    print(json.dumps(measure(json.loads(args._config))))  # pylint: disable=protected-access
+    config = json.loads(args._config)  # pylint: disable=protected-access
+    print(json.dumps(measure_breakdown(config) if config.get('breakdown')
+                     else measure(config)))
     return 0
   start = time.time()
   with tempfile.TemporaryDirectory() as work:
@@ -300,6 +449,8 @@ def main(argv=None):
     dataset_dir = os.path.join(keep, 'records')
     if not os.path.exists(dataset_dir):
       make_records(keep, args.images)
+    if args.breakdown:
+      return _breakdown(args, os.path.join(keep, 'images'), start)
     rows = []
     for config in configs(args, dataset_dir):
       before = load_average()
@@ -326,6 +477,30 @@ def main(argv=None):
                  'settings': {k: v for k, v in vars(args).items()
                               if not k.startswith('_')},
                  'results': rows}, f, indent=1)
+  return 0
+
+
+def _breakdown(args, images_dir, start):
+  before = load_average()
+  results = run(dict(breakdown=True, images_dir=images_dir, cpu=args.cpu,
+                     rounds=args.rounds, warmup=args.warmup,
+                     seconds=args.seconds, min_batches=args.min_batches,
+                     batch_size=args.batch_size))
+  header = ('Training preprocessing stage by stage, %d JPEGs of about 500x375 '
+            'held in memory, batch %d, one core (%s); median of %d '
+            'interleaved rounds, images per second of CPU time; load average '
+            '%s / %s.' % (args.images, args.batch_size, cpu_name(),
+                          args.rounds, before, load_average()))
+  table = breakdown_markdown(results, header)
+  print(table)
+  print('\n%.0f s in all' % (time.time() - start))
+  if args.output_markdown:
+    with open(args.output_markdown, 'w') as f:
+      f.write(table + '\n')
+  if args.output_json:
+    with open(args.output_json, 'w') as f:
+      json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'cpu': cpu_name(),
+                 'breakdown': results}, f, indent=1)
   return 0
 
 
