@@ -357,3 +357,24 @@ def test_the_input_benchmark_reports_three_variants_and_their_ratios(tmp_path):
   assert all(row[v] > 0 for v in input_benchmark.VARIANTS)
   assert 0 < row['fused_to_decode'] and 0 < row['fused_to_tf_slim']
   assert '| cifarnet | train | 1 |' in result.stdout
+
+
+@pytest.mark.slow
+def test_the_breakdown_times_every_stage_up_to_the_whole_function(tmp_path):
+  import json  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path / 'breakdown.json')
+  result = subprocess.run(
+      [sys.executable, input_benchmark.__file__, '--breakdown', '--images=8',
+       '--rounds=1', '--seconds=0.1', '--min_batches=1', '--warmup=1',
+       '--batch_size=4', '--output_json=' + out],
+      capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  stages = json.load(open(out))['breakdown']
+  assert sorted(stages) == ['inception', 'vgg']
+  for family, rows in stages.items():
+    names = [name for name, _ in rows]
+    assert names[0] == 'decode the whole JPEG' and 'all of it' in names[-1]
+    assert all(rate > 0 for _, rates in rows for rate in rates), rows
+    assert ('| %s | + random flip |' % family) in result.stdout
