@@ -88,6 +88,33 @@ def test_vgg_subtracts_the_channel_means_from_a_constant_colour(is_training):
                              value.shape), rtol=1e-5)
 
 
+def test_vgg_means_image_is_made_outside_functions_with_the_same_floats():
+  """The channel means are subtracted as an image made once (init_scope);
+  inside tf.map_fn's loop (as the exported graphs preprocess), in a tf.data
+  map and with a shape known only at run time they give the floats of
+  subtracting each channel's mean."""
+  images = np.stack([_image(300, 400, seed=i) for i in range(2)])
+  means = np.array([123.68, 116.78, 103.94], np.float32)
+  with tf.Graph().as_default(), tf1.Session() as sess:
+    crop = lambda i: vgg_preprocessing.preprocess_image(i, 224, 224)
+    mapped = tf.map_fn(crop, tf.constant(images),
+                       fn_output_signature=tf.float32)
+    streamed = tf1.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensor_slices(images).map(crop).batch(2)
+    ).get_next()
+    unknown = tf1.placeholder(tf.float32, [None, None, 3])
+    dynamic = vgg_preprocessing._mean_image_subtraction(unknown, list(means))  # pylint: disable=protected-access
+    resized = vgg_preprocessing._aspect_preserving_resize(  # pylint: disable=protected-access
+        tf.constant(images[0]), 256)
+    centre = vgg_preprocessing._central_crop(resized, 224, 224)  # pylint: disable=protected-access
+    a, b, c = sess.run([mapped, streamed, centre])
+    np.testing.assert_array_equal(a, b)
+    for channel in range(3):
+      np.testing.assert_array_equal(a[0][..., channel],
+                                    c[..., channel] - means[channel])
+    np.testing.assert_array_equal(sess.run(dynamic, {unknown: c}), a[0])
+
+
 def test_vgg_eval_is_deterministic_and_training_is_random():
   image = _image(300, 400)
   first, second = _preprocess('vgg', image, 224, runs=2)
