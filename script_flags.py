@@ -40,7 +40,8 @@ _DEFINE = {bool: flags.DEFINE_boolean, int: flags.DEFINE_integer,
 # The model_fn's fields that are flags of training only; the other one,
 # --moving_average_decay, is shared (see classifier.ClassifierParams).
 TRAINING_FIELDS = ('weight_decay', 'label_smoothing', 'ignore_missing_vars',
-                   'log_every_n_steps', 'async_worker_warmup_steps')
+                   'log_every_n_steps', 'async_worker_warmup_steps',
+                   'distort_colors_after_batching')
 
 
 def define_network_flags(model_name=None, dataset_name=None,
@@ -291,7 +292,8 @@ HELP_GROUPS = (
         'model_name', 'dataset_name', 'dataset_dir', 'dataset_split_name',
         'labels_offset', 'num_classes') + IMAGE_SIZE_FLAGS + (
             'preprocessing_name', 'use_grayscale', 'num_readers',
-            'num_preprocessing_threads', 'checkpoint_path')),
+            'num_preprocessing_threads', 'distort_colors_after_batching',
+            'checkpoint_path')),
     ('Batch and devices', (
         'batch_size', 'num_clones', 'clone_on_cpu', 'variable_update',
         'precision', 'intra_op_threads', 'inter_op_threads')),

@@ -197,6 +197,7 @@ def main(_):
     estimator = build_estimator(dataset, task)
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,
+        distort_colors=not F.distort_colors_after_batching,
         **script_flags.input_args())
     resumed = estimator.latest_checkpoint()
     resumed_step = est.global_step_of(resumed) if resumed else 0

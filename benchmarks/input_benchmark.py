@@ -9,7 +9,9 @@ photographs, converted into TFRecords by the project's image_folder converter.
 
 For each preprocessing family (inception at 299, vgg at 224 -- the
 VGG/ResNet preprocessing --, lenet at 28, cifarnet at 32), training and
-evaluation, and each core setting:
+evaluation, and each core setting (and inception+batch_colours: inception's
+training input without the colour distortion, which
+--distort_colors_after_batching leaves to the training devices):
   * decode: `tf.io.decode_jpeg` of the whole image alone (records read and
     parsed, images decoded and batched); the anchor;
   * tf-slim: the training/evaluation input_fn in TF-Slim's order (decode the
@@ -51,9 +53,13 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# family -> (image size, a network trained with it)
+# family -> (image size, a network trained with it). The '+batch_colours'
+# row is inception's training input with the colour distortion left to the
+# training devices (--distort_colors_after_batching).
+BATCH_COLOURS = '+batch_colours'
 FAMILIES = {'inception': (299, 'inception_v3'), 'vgg': (224, 'resnet_v1_50'),
-            'lenet': (28, 'lenet'), 'cifarnet': (32, 'cifarnet')}
+            'lenet': (28, 'lenet'), 'cifarnet': (32, 'cifarnet'),
+            'inception' + BATCH_COLOURS: (299, 'inception_v3')}
 VARIANTS = ('decode', 'tf-slim', 'fused')
 MODES = ('train', 'eval')
 
@@ -152,9 +158,11 @@ def measure(config):
     for variant in ('tf-slim', 'fused'):
       batches[variant] = classifier.make_input_fn(
           descriptor, model, batch, is_training=config['mode'] == 'train',
-          preprocessing_name=config['family'], image_size=size,
-          num_readers=readers, num_preprocessing_threads=threads,
-          fused_decoding=variant == 'fused')()
+          preprocessing_name=config['family'].split('+')[0],
+          image_size=size, num_readers=readers,
+          num_preprocessing_threads=threads,
+          fused_decoding=variant == 'fused',
+          distort_colors=not config['family'].endswith(BATCH_COLOURS))()
     # A pipeline keeps working after its last batch is taken (prefetch,
     # parallel map): its iterator is made afresh before each timed stretch
     # and dropped after it, so no variant's background work lands in the
@@ -341,6 +349,8 @@ def configs(args, dataset_dir):
   for cores in args.cores:
     for family in args.families:
       for mode in args.modes:
+        if family.endswith(BATCH_COLOURS) and mode != 'train':
+          continue  # evaluation distorts nothing
         yield dict(family=family, mode=mode, cores=cores, cpu=args.cpu,
                    dataset_dir=dataset_dir, rounds=args.rounds,
                    warmup=args.warmup, seconds=args.seconds,
@@ -464,8 +474,14 @@ def main(argv=None):
             '(1/5/15 min) before / after each row.' % (
                 args.images, args.batch_size, cpu_name(), os.cpu_count(),
                 args.rounds))
-  table = markdown(rows, header)
+  settings = {k: v for k, v in vars(args).items() if not k.startswith('_')}
   print()
+  return _report(args, markdown(rows, header), start, settings=settings,
+                 results=rows)
+
+
+def _report(args, table, start, **measured):
+  """Prints `table` and writes it and the JSON of `measured` where asked."""
   print(table)
   print('\n%.0f s in all' % (time.time() - start))
   if args.output_markdown:
@@ -473,10 +489,8 @@ def main(argv=None):
       f.write(table + '\n')
   if args.output_json:
     with open(args.output_json, 'w') as f:
-      json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'cpu': cpu_name(),
-                 'settings': {k: v for k, v in vars(args).items()
-                              if not k.startswith('_')},
-                 'results': rows}, f, indent=1)
+      json.dump(dict(date=time.strftime('%Y-%m-%d %H:%M'), cpu=cpu_name(),
+                     **measured), f, indent=1)
   return 0
 
 
@@ -491,17 +505,8 @@ def _breakdown(args, images_dir, start):
             'interleaved rounds, images per second of CPU time; load average '
             '%s / %s.' % (args.images, args.batch_size, cpu_name(),
                           args.rounds, before, load_average()))
-  table = breakdown_markdown(results, header)
-  print(table)
-  print('\n%.0f s in all' % (time.time() - start))
-  if args.output_markdown:
-    with open(args.output_markdown, 'w') as f:
-      f.write(table + '\n')
-  if args.output_json:
-    with open(args.output_json, 'w') as f:
-      json.dump({'date': time.strftime('%Y-%m-%d %H:%M'), 'cpu': cpu_name(),
-                 'breakdown': results}, f, indent=1)
-  return 0
+  return _report(args, breakdown_markdown(results, header), start,
+                 breakdown=results)
 
 
 if __name__ == '__main__':

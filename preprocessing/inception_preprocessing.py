@@ -14,6 +14,12 @@ crop). Training writes TF-Slim's image summaries: 'image_with_bounding_boxes',
 'images_with_distorted_bounding_box', 'cropped_resized_image' and
 'final_distorted_image' (in the 'distort_image' scope).
 
+`distort_colors=False` leaves the colour distortion out of the training
+preprocessing, for `distort_color_batch` to apply to the batch where the
+network runs (an accelerator does it in a fraction of the CPU's time; the
+scripts' --distort_colors_after_batching): per image the same draws from
+the same ranges, in the same order (fast mode).
+
 Resizing uses TensorFlow 1.x semantics (`tf.compat.v1.image`, no half-pixel
 centres) because that is what the published checkpoints were trained and
 evaluated with.
@@ -114,7 +120,7 @@ def _to_signed_unit_range(image):
 
 def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
                          scope=None, add_image_summaries=True, random_crop=True,
-                         use_grayscale=False):
+                         use_grayscale=False, distort_colors=True):
   """Randomly cropped, resized, flipped and colour-distorted image in [-1, 1].
 
   Args:
@@ -129,14 +135,22 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
     add_image_summaries: write TF-Slim's four image summaries.
     random_crop: False resizes the whole image instead of a random crop.
     use_grayscale: converts an RGB result to one channel.
+    distort_colors: False leaves the colour distortion (and its clipping)
+      to distort_color_batch; fast mode only.
   An EncodedJpeg `image` is decoded only where the crop falls.
   """
+  if not distort_colors and (not fast_mode or use_grayscale):
+    raise ValueError('distort_colors=False (colour distortion after '
+                     'batching) needs fast_mode and colour images: the '
+                     'batch distortion has brightness and saturation only, '
+                     'and TF-Slim distorts before use_grayscale')
   with tf1.name_scope(scope, 'distort_image', [height, width, bbox]):
     if bbox is None:
       bbox = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
     if encoded_image.is_encoded(image):
       return _train_from_jpeg(image, height, width, bbox, fast_mode,
-                              add_image_summaries, random_crop, use_grayscale)
+                              add_image_summaries, random_crop, use_grayscale,
+                              distort_colors)
     if image.dtype != tf.float32:
       image = tf.image.convert_image_dtype(image, dtype=tf.float32)
     if add_image_summaries:
@@ -150,11 +164,12 @@ def preprocess_for_train(image, height, width, bbox=None, fast_mode=True,
                               tf.expand_dims(image, 0), distorted_box))
       image = cropped
     return _resize_flip_distort(image, height, width, fast_mode,
-                                add_image_summaries, use_grayscale)
+                                add_image_summaries, use_grayscale,
+                                distort_colors)
 
 
 def _resize_flip_distort(image, height, width, fast_mode, add_image_summaries,
-                         use_grayscale):
+                         use_grayscale, distort_colors=True):
   """The training steps after the crop: float [0, 1] or uint8 -> [-1, 1]."""
   # The float conversion precedes the resize: the bilinear kernel is 2-3x
   # faster on floats than on uint8, and this is TF-Slim's arithmetic.
@@ -169,9 +184,10 @@ def _resize_flip_distort(image, height, width, fast_mode, add_image_summaries,
   if add_image_summaries:
     tf1.summary.image('cropped_resized_image', tf.expand_dims(image, 0))
   image = tf.image.random_flip_left_right(image)
-  image = apply_with_random_selector(
-      image, lambda x, ordering: distort_color(x, ordering, fast_mode),
-      num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
+  if distort_colors:
+    image = apply_with_random_selector(
+        image, lambda x, ordering: distort_color(x, ordering, fast_mode),
+        num_cases=1 if fast_mode else len(_FULL_ORDERINGS))
   if add_image_summaries:
     tf1.summary.image('final_distorted_image', tf.expand_dims(image, 0))
   image = channels.maybe_grayscale(image, use_grayscale)
@@ -179,7 +195,7 @@ def _resize_flip_distort(image, height, width, fast_mode, add_image_summaries,
 
 
 def _train_from_jpeg(image, height, width, bbox, fast_mode, add_image_summaries,
-                     random_crop, use_grayscale):
+                     random_crop, use_grayscale, distort_colors):
   """preprocess_for_train of an EncodedJpeg: the crop is drawn from the
   header's shape, exactly as from the decoded image's, and only the crop is
   decoded and converted to float; from there on TF-Slim's ops, so a given
@@ -205,7 +221,8 @@ def _train_from_jpeg(image, height, width, bbox, fast_mode, add_image_summaries,
   else:
     cropped = image.decode()
   return _resize_flip_distort(cropped, height, width, fast_mode,
-                              add_image_summaries, use_grayscale)
+                              add_image_summaries, use_grayscale,
+                              distort_colors)
 
 
 def preprocess_for_eval(image, height, width, central_fraction=0.875,
@@ -236,6 +253,40 @@ def preprocess_for_eval(image, height, width, central_fraction=0.875,
     return _to_signed_unit_range(image)
 
 
+def distort_color_batch(images, scope=None):
+  """distort_color in fast mode (brightness, then saturation for RGB, then
+  the clip) on a batch of images in [-1, 1] that preprocess_image made with
+  distort_colors=False: each image its own draws, from TF-Slim's ranges.
+  Elementwise ops on the whole batch, for the device the network runs on.
+  """
+  with tf1.name_scope(scope, 'distort_color_batch', [images]):
+    images = tf.convert_to_tensor(images)
+    count = tf.shape(images)[0]
+    per_image = lambda low, high: tf1.random_uniform(  # noqa: E731
+        tf.stack([count, 1, 1, 1]), low, high, dtype=images.dtype)
+    images = images * 0.5 + 0.5
+    images = images + per_image(-32. / 255., 32. / 255.)
+    if channels.num_channels(images) == 3:
+      images = adjust_saturation_per_image(images, per_image(0.5, 1.5))
+    return _to_signed_unit_range(tf.clip_by_value(images, 0.0, 1.0))
+
+
+def adjust_saturation_per_image(images, factors):
+  """tf.image.adjust_saturation of each RGB image of a batch by its own
+  factor ([batch, 1, 1, 1]), in elementwise ops (the kernel takes one factor).
+
+  Scaling the saturation keeps each pixel's value (its largest channel) and
+  hue, so every channel moves away from the value by one factor: c' = v -
+  k (v - c), with k = min(factor, v / (v - min)) so the saturation stays at
+  most 1, and 0 where v <= 0 (the kernel's saturation of such a pixel is 0).
+  Equal to the kernel's HSV round trip up to float rounding.
+  """
+  value = tf.reduce_max(images, axis=-1, keepdims=True)
+  spread = value - tf.reduce_min(images, axis=-1, keepdims=True)
+  k = tf.maximum(tf.minimum(factors, value / tf.maximum(spread, 1e-30)), 0.0)
+  return value - k * (value - images)
+
+
 def central_window(shape, central_fraction):
   """(top, left, height, width) of tf.image.central_crop's crop of an image
   of int32 `shape`, in its float64 arithmetic."""
@@ -250,17 +301,20 @@ def central_window(shape, central_fraction):
 def preprocess_image(image, output_height, output_width, is_training=False,
                      bbox=None, fast_mode=True, add_image_summaries=True,
                      crop_image=True, use_grayscale=False,
-                     central_fraction=0.875):
+                     central_fraction=0.875, distort_colors=True):
   """Training or evaluation preprocessing of one image; see the two functions.
 
   TF-Slim's keywords: `crop_image` is the training's random crop and the
   evaluation's central crop; `bbox`, `fast_mode` and `add_image_summaries`
-  apply to training, `central_fraction` to evaluation.
+  apply to training, `central_fraction` to evaluation. `distort_colors`
+  (training; not TF-Slim's): False leaves the colours to
+  distort_color_batch.
   """
   if is_training:
     return preprocess_for_train(image, output_height, output_width, bbox,
                                 fast_mode, add_image_summaries=add_image_summaries,
-                                random_crop=crop_image, use_grayscale=use_grayscale)
+                                random_crop=crop_image, use_grayscale=use_grayscale,
+                                distort_colors=distort_colors)
   return preprocess_for_eval(image, output_height, output_width,
                              central_fraction=central_fraction,
                              central_crop=crop_image, use_grayscale=use_grayscale)

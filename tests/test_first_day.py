@@ -297,3 +297,47 @@ def test_help_lists_every_flag_the_script_reads_grouped(script, groups,
   assert [g for g in found if g in groups] == groups, result.stdout
   listed = set(re.findall(r'^  --(?:\[no\])?(\w+):', result.stdout, re.M))
   assert set(flags) <= listed, sorted(set(flags) - listed)
+
+
+@pytest.mark.slow
+def test_colour_distortion_after_batching_runs_in_each_clone_on_its_device(
+    digits_dir, tmp_path):
+  """--distort_colors_after_batching: each clone distorts its share of the
+  batch on its own device; without the flag no batch distortion exists; a
+  preprocessing without it is one line naming the flag and the
+  preprocessing, before the train_dir is made."""
+  from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  common = ['--model_name=lenet', '--dataset_name=digits',
+            '--dataset_dir=' + digits_dir, '--max_number_of_steps=20',
+            '--batch_size=16', '--num_clones=2', '--clone_on_cpu',
+            '--random_seed=1'] + FAST
+
+  def graph(train_dir):
+    graph_def = tf.compat.v1.GraphDef()
+    with open(os.path.join(train_dir, 'graph.pbtxt')) as f:
+      text_format.Merge(f.read(), graph_def)
+    return {n.name: n.device for n in graph_def.node}
+
+  moved = str(tmp_path / 'moved')
+  ok(run('train_image_classifier.py', *common, '--train_dir=' + moved,
+         '--preprocessing_name=inception', '--distort_colors_after_batching'))
+  nodes = graph(moved)
+  for clone in (0, 1):
+    devices = {d for n, d in nodes.items()
+               if n.startswith('clone_%d/distort_color_batch/' % clone)}
+    assert devices == {'/device:CPU:%d' % clone}, (clone, devices)
+
+  kept = str(tmp_path / 'kept')
+  ok(run('train_image_classifier.py', *common, '--train_dir=' + kept,
+         '--preprocessing_name=inception'))
+  assert not any('distort_color_batch' in n for n in graph(kept))
+
+  refused = str(tmp_path / 'refused')
+  assert error_line(run(
+      'train_image_classifier.py', *common, '--train_dir=' + refused,
+      '--preprocessing_name=vgg', '--distort_colors_after_batching')) == (
+          "train_image_classifier: error: --distort_colors_after_batching: "
+          "preprocessing 'vgg' is not inception's, the one whose colour "
+          "distortion runs on batches")
+  assert not os.path.exists(refused)

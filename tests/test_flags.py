@@ -35,7 +35,8 @@ def test_optimizer_flags_are_the_optimizer_params_fields_and_defaults():
 def test_given_flags_reach_the_params():
   values = _training_flags('--optimizer=adam', '--adam_beta1=0.5',
                            '--sync_replicas', '--weight_decay=0',
-                           '--moving_average_decay=0.99')
+                           '--moving_average_decay=0.99',
+                           '--distort_colors_after_batching')
   assert script_flags.optimizer_params(values) == (
       optimization.OptimizerParams(optimizer='adam', adam_beta1=0.5,
                                    sync_replicas=True))
@@ -43,7 +44,8 @@ def test_given_flags_reach_the_params():
       classifier.ClassifierParams, flag_values=values) == {
           'weight_decay': 0.0, 'label_smoothing': 0.0,
           'moving_average_decay': 0.99, 'ignore_missing_vars': False,
-          'log_every_n_steps': 10, 'async_worker_warmup_steps': 100}
+          'log_every_n_steps': 10, 'async_worker_warmup_steps': 100,
+          'distort_colors_after_batching': True}
 
 
 def test_shared_flags_keep_tf_slims_train_and_eval_defaults():

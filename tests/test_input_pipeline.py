@@ -378,3 +378,72 @@ def test_the_breakdown_times_every_stage_up_to_the_whole_function(tmp_path):
     assert names[0] == 'decode the whole JPEG' and 'all of it' in names[-1]
     assert all(rate > 0 for _, rates in rows for rate in rates), rows
     assert ('| %s | + random flip |' % family) in result.stdout
+
+
+def test_per_image_saturation_is_the_kernels_with_each_images_factor():
+  """adjust_saturation_per_image against tf.image.adjust_saturation image by
+  image, on values brightness can leave outside [0, 1]: grey, black and
+  negative pixels, a saturated channel."""
+  rng = np.random.RandomState(0)
+  images = rng.uniform(-0.2, 1.2, [6, 20, 30, 3]).astype(np.float32)
+  images[0, :4], images[1, :4], images[2, :4] = 0.3, 0.0, -0.1
+  images[3, :4, :, 0] = 1.0
+  factors = rng.uniform(0.5, 1.5, [6]).astype(np.float32)
+  with tf.Graph().as_default(), tf1.Session() as session:
+    got = session.run(inception_preprocessing.adjust_saturation_per_image(
+        tf.constant(images), tf.constant(factors[:, None, None, None])))
+    want = session.run([tf.image.adjust_saturation(images[i], factors[i])
+                        for i in range(6)])
+  np.testing.assert_allclose(got, np.stack(want), rtol=0, atol=2e-6)
+
+
+def test_colours_after_batching_need_fast_mode_and_colour_images():
+  image = tf.zeros([40, 40, 3], tf.uint8)
+  with tf.Graph().as_default():
+    for kwargs in (dict(fast_mode=False), dict(use_grayscale=True)):
+      with pytest.raises(ValueError, match='needs fast_mode and colour'):
+        inception_preprocessing.preprocess_for_train(
+            image, 32, 32, distort_colors=False, add_image_summaries=False,
+            **kwargs)
+
+
+@pytest.mark.slow
+def test_colours_distorted_after_batching_have_tf_slims_distribution(photos):
+  """One cropped photograph distorted 400 times per image (TF-Slim's
+  distort_color, fast mode) and as a batch of 400 (distort_color_batch):
+  the same distributions of what the colour distortion changes -- the
+  brightness shift, the chroma ratio, each channel's mean (KS p > 0.001,
+  fixed seeds) -- while undistorted copies are told apart."""
+  with open(photos[0][0], 'rb') as f:
+    data = f.read()
+  with tf.Graph().as_default():
+    tf1.set_random_seed(1)
+    crop = inception_preprocessing.preprocess_image(
+        encoded_image.EncodedJpeg(tf.constant(data), 3), 64, 64,
+        is_training=True, add_image_summaries=False, distort_colors=False)
+    with tf1.Session() as session:
+      image = session.run(crop)
+  batch = np.repeat(image[np.newaxis], 400, axis=0)
+  with tf.Graph().as_default():
+    tf1.set_random_seed(2)
+    one = tf.constant(image)
+    per_image = inception_preprocessing.distort_color(
+        one * 0.5 + 0.5, 0, fast_mode=True) * 2.0 - 1.0
+    batched = inception_preprocessing.distort_color_batch(tf.constant(batch))
+    with tf1.Session() as session:
+      reference = np.stack([session.run(per_image) for _ in range(400)])
+      moved = session.run(batched)
+
+  def statistics(images):
+    chroma = lambda x: (x.max(-1) - x.min(-1)).mean(axis=(-1, -2))  # noqa: E731
+    return dict(shift=images.mean(axis=(1, 2, 3)) - image.mean(),
+                chroma_ratio=chroma(images) / chroma(image),
+                **{'mean_%d' % c: images[..., c].mean(axis=(1, 2))
+                   for c in range(3)})
+
+  def p_values(a, b):
+    sa, sb = statistics(a), statistics(b)
+    return {k: scipy.stats.ks_2samp(sa[k], sb[k]).pvalue for k in sa}
+  assert min(p_values(moved, reference).values()) > 1e-3, p_values(
+      moved, reference)
+  assert max(p_values(batch, reference).values()) < 1e-6
