@@ -34,10 +34,10 @@ step costs is a difference of two rates:
 The three run in one process on the same files, interleaved: each round
 times every variant in turn, each from a fresh iterator (after warm-up
 batches) that is dropped when its time is up, so that no pipeline's
-background prefetching runs during another's time, and the table gives the median rate
-over rounds and the median of each round's ratios, so load from other
-processes hits the three alike. On one core the rate is images per second
-of the process's CPU time (the work itself: a shared machine's other
+background prefetching runs during another's time, and the table gives the
+median rate over rounds and the median of each round's ratios, so load from
+other processes hits the three alike. On one core the rate is images per
+second of the process's CPU time (the work itself: a shared machine's other
 processes barely move it, where they halve a wall-clock rate); on all cores
 images per second of wall time. The load average is printed beside them.
 """
