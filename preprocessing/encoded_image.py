@@ -77,11 +77,6 @@ def is_encoded(image):
   return isinstance(image, EncodedJpeg)
 
 
-def decoded(image):
-  """A uint8 tensor of `image`, decoding an EncodedJpeg whole."""
-  return image.decode() if is_encoded(image) else image
-
-
 def takes_encoded_images(fn):
   """Marks `fn(image, ...)` as accepting an EncodedJpeg for `image`: its
   attribute `takes_encoded_images` is the class, which the reader (a
