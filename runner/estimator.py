@@ -17,7 +17,6 @@ through `master`/`is_chief` and a device setter, not a different runner.
 import collections
 import contextlib
 import inspect
-import re
 import os
 import shutil
 import signal
@@ -32,6 +31,8 @@ import zoo_errors
 from deployment import cluster as cluster_lib
 from deployment import model_deploy
 from runner import faults
+from runner import hooks as run_hooks
+from runner import sessions
 from tensorflow.python.saved_model.model_utils import export_output
 
 tf1 = tf.compat.v1
@@ -210,321 +211,11 @@ def _features_and_labels(result):
   return result, None
 
 
-class _EvalStepHook(tf1.train.SessionRunHook):
-  """Stops evaluation after `steps` batches (None: until the input ends)."""
-
-  def __init__(self, steps):
-    self._steps, self._done = steps, 0
-
-  def after_run(self, run_context, run_values):
-    self._done += 1
-    if self._steps is not None and self._done >= self._steps:
-      run_context.request_stop()
-
-
-class _WorkerSessionCreator(tf1.train.SessionCreator):
-  """A non-chief worker's session, once the chief has initialised the
-  variables. tf.compat.v1.train.WorkerSessionCreator checks every 30 s (its
-  SessionManager's default recovery_wait_secs): a worker that starts a
-  moment before the chief idles 30 s, a short job's whole run. This one
-  checks every `poll_secs`."""
-
-  def __init__(self, scaffold, master, config, poll_secs=1.0):
-    self._scaffold, self._master, self._config = scaffold, master, config
-    self._poll_secs = poll_secs
-
-  def create_session(self):
-    self._scaffold.finalize()
-    manager = tf1.train.SessionManager(
-        local_init_op=self._scaffold.local_init_op,
-        local_init_feed_dict=self._scaffold.local_init_feed_dict,
-        ready_op=self._scaffold.ready_op,
-        ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
-        graph=tf1.get_default_graph(), recovery_wait_secs=self._poll_secs)
-    return manager.wait_for_session(self._master, config=self._config,
-                                    max_wait_secs=7200)
-
-
-class _CollectiveSessionCreator(tf1.train.SessionCreator):
-  """A session of a collective_all_reduce worker: the chief restores
-  `checkpoint` (the newest readable one) or runs the initialisers; then
-  every worker runs `broadcast` (the chief's values to all; it waits for
-  every worker to be there), then the local initialisers (the clones'
-  copies read the broadcast values), and checks the model is ready."""
-
-  def __init__(self, scaffold, master, config, broadcast, is_chief, checkpoint):
-    self._scaffold, self._master, self._config = scaffold, master, config
-    self._broadcast, self._is_chief = broadcast, is_chief
-    self._checkpoint = checkpoint
-    self._created = False
-
-  def create_session(self):
-    if self._created:
-      # MonitoredSession recovers from UnavailableError/AbortedError by
-      # making a new session; after a peer failed, TensorFlow aborts this
-      # process's collective executor for good ("Restart your program to
-      # reset"), so the new session would fail its first step forever.
-      raise _LostWorker()
-    self._created = True
-    scaffold = self._scaffold
-    scaffold.finalize()
-    session = tf1.Session(self._master, config=self._config)
-    if self._is_chief:
-      if self._checkpoint:
-        scaffold.saver.restore(session, self._checkpoint)
-      else:
-        session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
-        if scaffold.init_fn:
-          scaffold.init_fn(scaffold, session)
-    session.run(self._broadcast)
-    session.run(scaffold.local_init_op,
-                feed_dict=scaffold.local_init_feed_dict)
-    missing = session.run(scaffold.ready_op)
-    if missing.size:
-      raise RuntimeError('after the broadcast from the chief, variable(s) '
-                         'are not initialised: %s' % ', '.join(
-                             m.decode() for m in missing[:5]))
-    return session
-
-
-class _LostWorker(RuntimeError):
-  """A collective failed because a peer stopped or lost its connection."""
-
-
-def collective_failure_message(deployment, cluster, step, timed_out):
-  """One line for a collective all-reduce that failed. Whether TensorFlow
-  reports a dead peer as a lost connection or as a timeout depends on the
-  moment it died, so the peers are probed and the ones down are named."""
-  down = cluster.unreachable_peers()
-  if down:
-    return ('%s of the collective all-reduce %s not running (%s address '
-            'refuses connections); this task stops too: restart every task '
-            'to resume from the last checkpoint (step %d)' % (
-                ', '.join(down), 'is' if len(down) == 1 else 'are',
-                'its' if len(down) == 1 else 'their', step))
-  if timed_out:
-    return ('a collective all-reduce waited more than %gs for the other '
-            'workers (last checkpoint: step %d): a worker stopped, hangs or '
-            'has not started; this task stops (--collective_timeout_secs)' % (
-                deployment.collective_timeout_secs, step))
-  return ('a worker of the collective all-reduce stopped or lost its '
-          'connection; this task stops too: restart every task to resume '
-          'from the last checkpoint (step %d)' % step)
-
-
 def _step_of(model_dir):
   try:
     return global_step_of(tf.train.latest_checkpoint(model_dir))
   except (tf.errors.OpError, ValueError):
     return 0
-
-
-class _SummarySaverHook(tf1.train.SessionRunHook):
-  """Saves the scaffold's summaries every `save_steps` steps or `save_secs`
-  seconds, as TensorFlow's SummarySaverHook, and also at the run's last step
-  (`last_step`, the start plus `steps`, or the step a signal stopped it at),
-  so that a curve ends where training ended rather than at the last full
-  period."""
-
-  def __init__(self, output_dir, scaffold, save_steps=None, save_secs=None,
-               steps=None, last_step=None, stopping=lambda: False):
-    self._output_dir, self._scaffold = output_dir, scaffold
-    self._stopping = stopping  # true: the run ends early (a signal)
-    self._timer = tf1.train.SecondOrStepTimer(every_secs=save_secs,
-                                              every_steps=save_steps)
-    self._steps, self._max_steps = steps, last_step
-
-  def begin(self):
-    self._writer = tf1.summary.FileWriterCache.get(self._output_dir)
-    self._global_step = tf1.train.get_global_step()
-    self._next_step = self._written = None
-
-  def after_create_session(self, session, coord):
-    start = int(session.run(self._global_step))
-    self._last_step = self._max_steps
-    if self._steps is not None:
-      self._last_step = start + self._steps
-      if self._max_steps is not None:
-        self._last_step = min(self._last_step, self._max_steps)
-
-  def _due(self, step):
-    return ((self._last_step is not None and step >= self._last_step) or
-            self._timer.should_trigger_for_step(step))
-
-  def before_run(self, run_context):
-    self._request = self._next_step is None or self._due(self._next_step)
-    fetches = {'global_step': self._global_step}
-    if self._request and self._scaffold.summary_op is not None:
-      fetches['summary'] = self._scaffold.summary_op
-    return tf1.train.SessionRunArgs(fetches)
-
-  def after_run(self, run_context, run_values):
-    # The fetched step may be read before or after this run's increment, so
-    # it + 1 may be one ahead. The step is read exactly after the run when
-    # it is saved and when the next run may be due: the summaries land on
-    # the exact period (a guess one ahead would save a step early).
-    step = run_values.results['global_step'] + 1
-    if self._next_step is None or self._request or self._due(step + 1):
-      step = int(run_context.session.run(self._global_step))
-    if self._next_step is None:
-      # TensorBoard drops what a killed run wrote after its last checkpoint.
-      self._writer.add_session_log(
-          tf1.SessionLog(status=tf1.SessionLog.START), step)
-    if self._request:
-      self._timer.update_last_triggered_step(step)
-      if 'summary' in run_values.results:
-        self._writer.add_summary(run_values.results['summary'], step)
-        self._written = step
-    self._next_step = step + 1
-
-  def end(self, session=None):
-    if (self._stopping() and session is not None and
-        self._scaffold.summary_op is not None and self._next_step is not None):
-      # Stopped between periods: one more evaluation of the summaries (a
-      # forward pass, no step) at the step the checkpoint is saved at.
-      step = int(session.run(self._global_step))
-      if step != self._written:
-        try:
-          self._writer.add_summary(session.run(self._scaffold.summary_op),
-                                   step)
-        except tf.errors.OutOfRangeError:
-          pass  # the input has ended: nothing to summarise
-    self._writer.flush()
-
-
-class _StopOnSignalHook(tf1.train.SessionRunHook):
-  """Ends the run after the step in flight once `signals` (a
-  faults.StopSignals) received one; `step` is the global step it ended at."""
-
-  def __init__(self, signals):
-    self._signals, self.step = signals, None
-
-  def begin(self):
-    self._global_step = tf1.train.get_global_step()
-
-  def after_run(self, run_context, run_values):
-    if self._signals.received is not None and self.step is None:
-      self.step = int(run_context.session.run(self._global_step))
-      run_context.request_stop()
-
-
-class _FiniteHook(tf1.train.SessionRunHook):
-  """NanTensorHook for NaN and infinity in the loss or in a trainable
-  variable (a huge learning rate can overflow the weights while the loss
-  still reads finite), saying where: raises faults.Diverged naming the step,
-  the culprit and the newest checkpoint of `model_dir` (the saver keeps
-  non-finite values out of every checkpoint). Each variable is tested on its
-  own device: only one bool per variable travels, each step."""
-
-  def __init__(self, loss, model_dir):
-    self._loss, self._model_dir = loss, model_dir
-
-  def begin(self):
-    self._global_step = tf1.train.get_global_step()
-    self._names, self._checks = _finite_checks(tf1.trainable_variables())
-    self._all = (tf.reduce_all(tf.stack(self._checks)) if self._checks
-                 else tf.constant(True))
-
-  def before_run(self, run_context):
-    return tf1.train.SessionRunArgs([self._loss, self._all])
-
-  def after_run(self, run_context, run_values):
-    loss, variables_finite = run_values.results
-    if variables_finite and np.all(np.isfinite(loss)):
-      return
-    session = run_context.session
-    step = int(session.run(self._global_step))
-    if not np.all(np.isfinite(loss)):
-      what = 'the loss is %s' % ('nan' if np.any(np.isnan(loss))
-                                 else 'infinite')
-    else:
-      what = _non_finite_variable(session, self._names, self._checks)
-    raise faults.Diverged(step, what,
-                          tf.train.latest_checkpoint(self._model_dir))
-
-
-def _finite_checks(variables):
-  """(names, a bool tensor per floating variable: all its values finite),
-  each computed beside its variable."""
-  names, checks = [], []
-  for v in variables:
-    if v.dtype.base_dtype.is_floating:
-      with tf1.device(v.device):
-        checks.append(tf.reduce_all(tf.math.is_finite(v)))
-      names.append(v.op.name)
-  return names, checks
-
-
-def _non_finite_variable(session, names, checks):
-  """'variable X is not finite' for the first such variable, or None."""
-  for name, finite in zip(names, session.run(checks)):
-    if not finite:
-      return 'variable %s is not finite' % name
-  return None
-
-
-# TensorFlow's HistogramSummary error for a NaN or infinite value.
-_NON_FINITE_SUMMARY = re.compile(
-    r'(Nan|Infinity) in (?:summary )?[Hh]istogram for: (\S+)')
-
-
-class _CheckpointSaverHook(tf1.train.CheckpointSaverHook):
-  """CheckpointSaverHook that never writes a checkpoint it should not.
-
-  Before a save every floating variable is checked to be finite (a
-  diverged model raises faults.Diverged and the last good checkpoint stays
-  the latest). A save that fails for a full disk removes its partial files,
-  puts the `checkpoint` state file back as it was and raises faults.DiskFull
-  naming the path, the size needed and the space left. `keep` (the readable
-  checkpoints of the directory, oldest first) are the ones the saver may
-  delete as it keeps keep_checkpoint_max, as MonitoredTrainingSession does
-  with the state file's list. `last_saved` is (step, path) of the last save.
-  """
-
-  def __init__(self, checkpoint_dir, keep=None, **kwargs):
-    super().__init__(checkpoint_dir, **kwargs)
-    self._keep = list(keep or [])
-    self.last_saved = (None, None)
-
-  def begin(self):
-    super().begin()
-    self._names, self._checks = _finite_checks(tf1.global_variables())
-    self._bytes = sum(v.shape.num_elements() * v.dtype.base_dtype.size
-                      for v in tf1.global_variables()
-                      if v.shape.is_fully_defined())
-
-  def after_create_session(self, session, coord):
-    if self._keep:
-      self._get_saver().recover_last_checkpoints(self._keep)
-    super().after_create_session(session, coord)
-
-  def _save(self, session, step):
-    step = int(step)
-    what = _non_finite_variable(session, self._names, self._checks)
-    if what:
-      raise faults.Diverged(step, what,
-                            tf.train.latest_checkpoint(self._checkpoint_dir))
-    state = tf.train.get_checkpoint_state(self._checkpoint_dir)
-    state_file = os.path.join(self._checkpoint_dir, 'checkpoint')
-    state_text = (open(state_file, 'rb').read()
-                  if os.path.isfile(state_file) else None)
-    prefix = '%s-%d' % (self._save_path, step)
-    try:
-      should_stop = super()._save(session, step)
-    except (tf.errors.OpError, OSError) as e:
-      if not faults.is_disk_full(e):
-        raise
-      faults.remove_partial_save(prefix)
-      faults.restore_file(state_file, state_text)
-      raise faults.DiskFull(
-          'no space left on device saving checkpoint %s (it '
-          'needs %s, %s free); the latest checkpoint is still %s; its partial '
-          'files were removed' % (
-              prefix, faults.megabytes(self._bytes),
-              faults.megabytes(faults.free_bytes(self._checkpoint_dir) or 0),
-              state.model_checkpoint_path if state else 'none')) from None
-    self.last_saved = (step, prefix)
-    return should_stop
 
 
 class Estimator(object):
@@ -679,9 +370,9 @@ class Estimator(object):
     cfg = self._config
     with tf.Graph().as_default():
       spec, global_step = self._build(input_fn, ModeKeys.TRAIN)
-      stop_on_signal = _StopOnSignalHook(signals)
+      stop_on_signal = run_hooks.StopOnSignalHook(signals)
       all_hooks = list(hooks or []) + list(spec.training_hooks) + [
-          _FiniteHook(spec.loss, self._model_dir), stop_on_signal]
+          run_hooks.FiniteHook(spec.loss, self._model_dir), stop_on_signal]
       if steps is not None or max_steps is not None:
         all_hooks.append(tf1.train.StopAtStepHook(num_steps=steps,
                                                   last_step=max_steps))
@@ -692,7 +383,7 @@ class Estimator(object):
       chief_hooks = list(spec.training_chief_hooks)
       scaffold = spec.scaffold
       if cfg.save_summary_steps or cfg.save_summaries_secs:
-        chief_hooks.append(_SummarySaverHook(
+        chief_hooks.append(run_hooks.SummarySaverHook(
             self._model_dir, scaffold, save_steps=cfg.save_summary_steps,
             save_secs=cfg.save_summaries_secs, steps=steps,
             last_step=max_steps,
@@ -712,7 +403,7 @@ class Estimator(object):
           chief_hooks.append(tf1.train.StepCounterHook(
               every_n_steps=cfg.log_step_count_steps,
               output_dir=self._model_dir))
-        saver_hook = _CheckpointSaverHook(
+        saver_hook = run_hooks.CheckpointSaverHook(
             self._model_dir, save_secs=cfg.save_checkpoints_secs,
             save_steps=cfg.save_checkpoints_steps, scaffold=scaffold,
             listeners=saving_listeners, keep=keep)
@@ -725,7 +416,7 @@ class Estimator(object):
         except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
                 tf.errors.AbortedError, tf.errors.InternalError,
                 tf.errors.CancelledError) as e:
-          raise zoo_errors.Retryable(collective_failure_message(
+          raise zoo_errors.Retryable(sessions.collective_failure_message(
               collective, cfg.cluster, _step_of(self._model_dir),
               timed_out=isinstance(e, tf.errors.DeadlineExceededError))
           ) from None
@@ -738,7 +429,7 @@ class Estimator(object):
             hooks=chief_hooks + all_hooks)
       else:  # what MonitoredTrainingSession(is_chief=False) builds, polling faster
         session = tf1.train.MonitoredSession(
-            _WorkerSessionCreator(scaffold, self._session_target(),
+            sessions.WorkerSessionCreator(scaffold, self._session_target(),
                                   cfg.session_config), hooks=all_hooks)
       self.steps_run = 0  # this task's own runs of the train op
       try:
@@ -749,7 +440,7 @@ class Estimator(object):
             except tf.errors.InvalidArgumentError as e:
               # A histogram summary refuses NaN/inf values: the same
               # divergence the loss check catches, seen first by the summary.
-              match = _NON_FINITE_SUMMARY.search(e.message)
+              match = run_hooks.NON_FINITE_SUMMARY.search(e.message)
               if not match:
                 raise
               raise faults.Diverged(
@@ -760,12 +451,12 @@ class Estimator(object):
                       else 'infinite'),
                   tf.train.latest_checkpoint(self._model_dir)) from None
             self.steps_run += 1
-      except (tf.errors.DeadlineExceededError, _LostWorker) as e:
+      except (tf.errors.DeadlineExceededError, sessions.LostWorker) as e:
         if not collective:
           raise
-        raise zoo_errors.Retryable(collective_failure_message(
+        raise zoo_errors.Retryable(sessions.collective_failure_message(
             collective, cfg.cluster, _step_of(self._model_dir),
-            timed_out=not isinstance(e, _LostWorker))) from None
+            timed_out=not isinstance(e, sessions.LostWorker))) from None
     if signals.received is not None:
       if saver_hook is not None:
         step, checkpoint = saver_hook.last_saved
@@ -789,7 +480,7 @@ class Estimator(object):
     hooks = list(hooks)
     if deployment.is_chief:
       hooks = list(chief_hooks) + hooks  # the saver hook among them
-    creator = _CollectiveSessionCreator(
+    creator = sessions.CollectiveSessionCreator(
         scaffold, self._session_target(), self._config.session_config,
         broadcast, deployment.is_chief, resume)
     return tf1.train.MonitoredSession(creator, hooks=hooks)
@@ -823,7 +514,7 @@ class Estimator(object):
       # session: the metric values are read by this hook at its end.
       final = tf1.train.FinalOpsHook(dict(values, global_step=global_step))
       all_hooks = (list(hooks or []) + list(spec.evaluation_hooks) +
-                   [_EvalStepHook(steps), final])
+                   [run_hooks.EvalStepHook(steps), final])
       creator = tf1.train.ChiefSessionCreator(
           scaffold=spec.scaffold, config=self._local_session_config(),
           checkpoint_filename_with_path=checkpoint)
@@ -990,7 +681,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
       estimator.train(train_spec.input_fn, hooks=train_spec.hooks,
                       max_steps=until)
     else:
-      stop = _StopAfterSecondsHook(eval_spec.throttle_secs)
+      stop = run_hooks.StopAfterSecondsHook(eval_spec.throttle_secs)
       estimator.train(train_spec.input_fn,
                       hooks=list(train_spec.hooks) + [stop],
                       max_steps=train_spec.max_steps)
@@ -1033,15 +724,3 @@ def global_step_of(checkpoint):
   """The global step saved in `checkpoint` (0 for None)."""
   return int(tf.train.load_variable(checkpoint, 'global_step')) if checkpoint else 0
 
-
-class _StopAfterSecondsHook(tf1.train.SessionRunHook):
-
-  def __init__(self, seconds):
-    self._seconds, self._start = seconds, None
-
-  def begin(self):
-    self._start = time.time()
-
-  def after_run(self, run_context, run_values):
-    if time.time() - self._start >= self._seconds:
-      run_context.request_stop()

@@ -103,7 +103,7 @@ OPTIMIZERS = ['sgd', 'momentum', 'adam', 'rmsprop']
 
 def test_a_failed_collective_names_the_peer_that_is_down_else_says_what_it_saw():
   import socket
-  from runner import estimator
+  from runner import sessions
   listening = socket.socket()
   listening.bind(('127.0.0.1', 0))
   listening.listen(64)
@@ -115,17 +115,17 @@ def test_a_failed_collective_names_the_peer_that_is_down_else_says_what_it_saw()
   try:
     everyone_up = cluster.Cluster({'worker': [up, up, up]}, 'worker', 0)
     assert everyone_up.unreachable_peers() == []
-    assert estimator.collective_failure_message(
+    assert sessions.collective_failure_message(
         deployment, everyone_up, 7, timed_out=True) == (
             'a collective all-reduce waited more than 30s for the other '
             'workers (last checkpoint: step 7): a worker stopped, hangs or '
             'has not started; this task stops (--collective_timeout_secs)')
-    assert 'stopped or lost its connection' in estimator.collective_failure_message(
+    assert 'stopped or lost its connection' in sessions.collective_failure_message(
         deployment, everyone_up, 7, timed_out=False)
     # This task's own address is not probed; the peers that are down are named.
     one_down = cluster.Cluster({'worker': [down, up, down]}, 'worker', 0)
     for timed_out in (True, False):
-      assert estimator.collective_failure_message(
+      assert sessions.collective_failure_message(
           deployment, one_down, 7, timed_out) == (
               'worker:2 (%s) of the collective all-reduce is not running (its '
               'address refuses connections); this task stops too: restart '

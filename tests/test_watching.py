@@ -32,6 +32,7 @@ from datasets import converters, dataset_factory, dataset_utils
 from deployment import model_deploy
 from runner import estimator as est
 from runner import faults
+from runner import hooks as runner_hooks
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -638,7 +639,7 @@ def test_summary_periods_hold_whichever_side_of_the_increment_the_step_is_read(
     tf1.train.get_or_create_global_step()
     scaffold = types.SimpleNamespace(
         summary_op=tf1.summary.scalar('x', tf.constant(1.0)))
-    hook = est._SummarySaverHook(str(tmp_path), scaffold, save_steps=4,  # pylint: disable=protected-access
+    hook = runner_hooks.SummarySaverHook(str(tmp_path), scaffold, save_steps=4,
                                  steps=10)
     hook.begin()
     hook.after_create_session(session, None)

@@ -1,0 +1,98 @@
+"""How the runner makes a training task's session, and makes it again when
+MonitoredSession recovers from a lost peer: the chief's, a worker's, a
+collective worker's."""
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+
+tf1 = tf.compat.v1
+
+
+class WorkerSessionCreator(tf1.train.SessionCreator):
+  """A non-chief worker's session, once the chief has initialised the
+  variables. tf.compat.v1.train.WorkerSessionCreator checks every 30 s (its
+  SessionManager's default recovery_wait_secs): a worker that starts a
+  moment before the chief idles 30 s, a short job's whole run. This one
+  checks every `poll_secs`."""
+
+  def __init__(self, scaffold, master, config, poll_secs=1.0):
+    self._scaffold, self._master, self._config = scaffold, master, config
+    self._poll_secs = poll_secs
+
+  def create_session(self):
+    self._scaffold.finalize()
+    manager = tf1.train.SessionManager(
+        local_init_op=self._scaffold.local_init_op,
+        local_init_feed_dict=self._scaffold.local_init_feed_dict,
+        ready_op=self._scaffold.ready_op,
+        ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+        graph=tf1.get_default_graph(), recovery_wait_secs=self._poll_secs)
+    return manager.wait_for_session(self._master, config=self._config,
+                                    max_wait_secs=7200)
+
+
+class CollectiveSessionCreator(tf1.train.SessionCreator):
+  """A session of a collective_all_reduce worker: the chief restores
+  `checkpoint` (the newest readable one) or runs the initialisers; then
+  every worker runs `broadcast` (the chief's values to all; it waits for
+  every worker to be there), then the local initialisers (the clones'
+  copies read the broadcast values), and checks the model is ready."""
+
+  def __init__(self, scaffold, master, config, broadcast, is_chief, checkpoint):
+    self._scaffold, self._master, self._config = scaffold, master, config
+    self._broadcast, self._is_chief = broadcast, is_chief
+    self._checkpoint = checkpoint
+    self._created = False
+
+  def create_session(self):
+    if self._created:
+      # MonitoredSession recovers from UnavailableError/AbortedError by
+      # making a new session; after a peer failed, TensorFlow aborts this
+      # process's collective executor for good ("Restart your program to
+      # reset"), so the new session would fail its first step forever.
+      raise LostWorker()
+    self._created = True
+    scaffold = self._scaffold
+    scaffold.finalize()
+    session = tf1.Session(self._master, config=self._config)
+    if self._is_chief:
+      if self._checkpoint:
+        scaffold.saver.restore(session, self._checkpoint)
+      else:
+        session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
+        if scaffold.init_fn:
+          scaffold.init_fn(scaffold, session)
+    session.run(self._broadcast)
+    session.run(scaffold.local_init_op,
+                feed_dict=scaffold.local_init_feed_dict)
+    missing = session.run(scaffold.ready_op)
+    if missing.size:
+      raise RuntimeError('after the broadcast from the chief, variable(s) '
+                         'are not initialised: %s' % ', '.join(
+                             m.decode() for m in missing[:5]))
+    return session
+
+
+class LostWorker(RuntimeError):
+  """A collective failed because a peer stopped or lost its connection."""
+
+
+def collective_failure_message(deployment, cluster, step, timed_out):
+  """One line for a collective all-reduce that failed. Whether TensorFlow
+  reports a dead peer as a lost connection or as a timeout depends on the
+  moment it died, so the peers are probed and the ones down are named."""
+  down = cluster.unreachable_peers()
+  if down:
+    return ('%s of the collective all-reduce %s not running (%s address '
+            'refuses connections); this task stops too: restart every task '
+            'to resume from the last checkpoint (step %d)' % (
+                ', '.join(down), 'is' if len(down) == 1 else 'are',
+                'its' if len(down) == 1 else 'their', step))
+  if timed_out:
+    return ('a collective all-reduce waited more than %gs for the other '
+            'workers (last checkpoint: step %d): a worker stopped, hangs or '
+            'has not started; this task stops (--collective_timeout_secs)' % (
+                deployment.collective_timeout_secs, step))
+  return ('a worker of the collective all-reduce stopped or lost its '
+          'connection; this task stops too: restart every task to resume '
+          'from the last checkpoint (step %d)' % step)
