@@ -100,6 +100,14 @@ flags.DEFINE_enum('cluster_from', 'auto', list(cluster.SOURCES),
                   'serve as ps). auto: the host flags when given, else '
                   'TF_CONFIG when set, else Slurm\'s variables in an srun '
                   'step of several tasks.')
+flags.DEFINE_integer('peer_timeout_secs', 180,
+                     'A cluster task waits this long for a lost ps, chief '
+                     '(or, with --sync_replicas, worker) to come back, then '
+                     'ends with status 200.')
+flags.DEFINE_integer('max_starts_without_progress', 5,
+                     'The chief refuses to start (status 1) when this many '
+                     'starts in a row ended at the same step: a crash loop. '
+                     '0: no limit.')
 flags.DEFINE_integer('slurm_base_port', slurm.DEFAULT_BASE_PORT,
                      'Slurm: a task listens on this port + its place among '
                      'the tasks of its node.')
@@ -156,7 +164,9 @@ def build_estimator(dataset, task):
                              else F.save_interval_secs),
       save_checkpoints_steps=F.save_interval_steps,
       log_step_count_steps=None,  # the model_fn's ProgressHook logs
-      session_config=script_flags.session_config(), cluster=task)
+      session_config=script_flags.session_config(), cluster=task,
+      peer_timeout_secs=F.peer_timeout_secs,
+      max_starts_without_progress=F.max_starts_without_progress)
   return est.Estimator(classifier.model_fn, F.train_dir, config=config,
                        params={'classifier': params},
                        report=progress.print_now)
@@ -182,7 +192,8 @@ def main(_):
   try:
     task = task_cluster()
     if task.task_type == 'ps':  # until SIGTERM or SIGINT
-      return est.serve_parameters(task, script_flags.session_config())
+      return est.serve_parameters(task, script_flags.session_config(),
+                                  F.peer_timeout_secs, progress.print_now)
     if task.task_type == 'evaluator':
       raise ValueError('an evaluator task does not train: run '
                        'eval_image_classifier.py --wait_for_checkpoints')

@@ -242,6 +242,11 @@ class Cluster(object):
     return bool(self.jobs) and not self.num_ps and self.num_workers > 1
 
   @property
+  def chief_address(self):
+    job = 'chief' if 'chief' in self.jobs else 'worker'
+    return self.jobs[job][0] if self.jobs.get(job) else None
+
+  @property
   def chief_device(self):
     """'/job:chief/replica:0/task:0', or worker 0's without a chief."""
     job = 'chief' if 'chief' in self.jobs else 'worker'
@@ -271,17 +276,23 @@ class Cluster(object):
     that it failed, or that it timed out, depending on when the peer died;
     this names the peer. A stopped (hung) process still accepts
     connections, so it is not listed."""
-    down = []
-    for job in TRAINING_JOBS:
-      for index, address in enumerate(self.jobs.get(job, [])):
-        if (job, index) == (self.task_type, self.task_id):
-          continue
-        host, _, port = address.rpartition(':')
-        try:
-          socket.create_connection((host, int(port)), timeout).close()
-        except OSError:
-          down.append('%s:%d (%s)' % (job, index, address))
-    return down
+    return [name for name, address in self.peers(TRAINING_JOBS)
+            if not answers(address, timeout)]
+
+  def peers(self, jobs=('chief', 'worker', 'ps')):
+    """[('ps:0 (host:port)', 'host:port'), ...]: the other tasks of `jobs`."""
+    return [('%s:%d (%s)' % (job, index, address), address)
+            for job in jobs for index, address in enumerate(self.jobs.get(job, []))
+            if (job, index) != (self.task_type, self.task_id)]
+
+  def task_name(self, device):
+    """'ps:0 (host:port)' for a device string of this cluster's tasks, else
+    the device string."""
+    spec = tf.DeviceSpec.from_string(device or '')
+    addresses = self.jobs.get(spec.job or '', [])
+    if spec.task is not None and spec.task < len(addresses):
+      return '%s:%d (%s)' % (spec.job, spec.task, addresses[spec.task])
+    return device
 
   def __repr__(self):
     return 'Cluster(%r, task=%s:%d)' % (self.jobs, self.task_type,
@@ -320,14 +331,80 @@ class Cluster(object):
     return server
 
   def serve(self, config=None, stop=lambda: False):
-    """A ps task: serves until `stop()` is true (asked twice a second). The
-    caller's thread polls rather than blocking in Server.join(), whose C++
-    wait would never let a Python signal handler run."""
+    """A ps task: serves until `stop()` is true (asked twice a second) or
+    the chief says the job is over (JobEnd); returns None or, then, the
+    chief's status. The caller's thread polls rather than blocking in
+    Server.join(), whose C++ wait would never let a Python signal handler
+    run."""
     tf1.logging.info('Serving %s:%d at %s', self.task_type, self.task_id,
                      self.jobs[self.task_type][self.task_id])
-    self.start_server(config)
-    while not stop():
-      time.sleep(0.5)
+    server = self.start_server(config)
+    with tf.Graph().as_default():
+      end = JobEnd(self.num_ps, only=self.task_id)
+      own = tf1.ConfigProto(device_filters=['/job:ps/task:%d' % self.task_id])
+      with tf1.Session(server.target, config=own) as session:
+        while not stop():
+          status = end.read(session)
+          if status is not None:
+            # A moment for the workers to read it too before this ps goes.
+            time.sleep(JobEnd.LINGER_SECS)
+            return status
+          time.sleep(0.5)
+    return None
+
+
+def answers(address, timeout=1.0):
+  """Whether host:port accepts a TCP connection within `timeout` seconds."""
+  host, _, port = address.rpartition(':')
+  try:
+    socket.create_connection((host, int(port)), timeout).close()
+    return True
+  except OSError:
+    return False
+
+
+class JobEnd(object):
+  """The chief's word that a parameter-server job is over, kept on every ps:
+  a scalar resource variable found by its shared name (the ps, the chief and
+  the workers each build their own graph, as between-graph replication
+  does), outside every collection, so no saver, initialiser or readiness
+  check sees it. The chief writes RUNNING at every session it makes (a ps
+  restarted beneath it starts without one) and its exit status when it
+  ends; a ps ends with that status (serve), a worker stops at its next
+  step. Without it a ps serves forever and srun's step, a TFJob or a
+  launcher never end."""
+
+  RUNNING = -1
+  SHARED_NAME = 'slim_zoo_job_end'
+  LINGER_SECS = 3.0
+
+  def __init__(self, num_ps, only=None):
+    self._status = tf1.placeholder(tf.int64, [], name='job_end_status')
+    handles, writes = [], []
+    for task in range(num_ps) if only is None else [only]:
+      with tf1.device('/job:ps/replica:0/task:%d' % task):
+        handle = tf.raw_ops.VarHandleOp(dtype=tf.int64, shape=[],
+                                        shared_name=self.SHARED_NAME)
+        writes.append(tf.raw_ops.AssignVariableOp(resource=handle,
+                                                  value=self._status))
+        handles.append(handle)
+    self._write = tf.group(*writes)
+    with tf1.device('/job:ps/replica:0/task:%d' % (only or 0)):
+      self.value = tf.cond(
+          tf.raw_ops.VarIsInitializedOp(resource=handles[0]),
+          lambda: tf.raw_ops.ReadVariableOp(resource=handles[0],
+                                            dtype=tf.int64),
+          lambda: tf.constant(self.RUNNING, tf.int64))
+
+  def write(self, session, status, timeout_secs=None):
+    options = (tf1.RunOptions(timeout_in_ms=int(timeout_secs * 1000))
+               if timeout_secs else None)
+    session.run(self._write, {self._status: status}, options=options)
+
+  def read(self, session):
+    """The chief's exit status once it has ended, else None."""
+    status = int(session.run(self.value))
+    return None if status == self.RUNNING else status
 
 
 def _split_hosts(text):
@@ -384,6 +461,9 @@ class _SyncReplicasHook(tf1.train.SessionRunHook):
   CancelledError traceback. This thread is not joined: closing the session
   cancels its run and it ends quietly; an error while training still stops
   the session through the coordinator."""
+
+  # Each step waits for the other workers: the runner watches them too.
+  waits_for_workers = True
 
   def __init__(self, optimizer, is_chief):
     self._optimizer, self._is_chief = optimizer, is_chief

@@ -33,6 +33,7 @@ from deployment import model_deploy
 from runner import faults
 from runner import hooks as run_hooks
 from runner import sessions
+from runner import watch as watch_lib
 from tensorflow.python.saved_model.model_utils import export_output
 
 tf1 = tf.compat.v1
@@ -78,10 +79,16 @@ class RunConfig(object):
                save_checkpoints_secs=None, session_config=None,
                keep_checkpoint_max=5, keep_checkpoint_every_n_hours=10000,
                log_step_count_steps=100, save_summaries_secs=None,
-               cluster=None):
+               cluster=None, peer_timeout_secs=180,
+               max_starts_without_progress=5):
     """As tf.estimator.RunConfig; `save_summaries_secs` (TF-Slim's cadence)
     replaces save_summary_steps when set. `cluster` (a deployment.cluster.
-    Cluster) defaults to TF_CONFIG's, as in tf.estimator."""
+    Cluster) defaults to TF_CONFIG's, as in tf.estimator.
+    `peer_timeout_secs`: how long a cluster task waits for a lost task to
+    come back before it ends with status 200 (runner/watch.py).
+    `max_starts_without_progress`: the chief refuses to start when that
+    many starts in a row ended at the same step (faults.StartLog; 0: never).
+    """
     if save_checkpoints_steps is not None and save_checkpoints_secs is not None:
       raise ValueError('set at most one of save_checkpoints_steps and '
                        'save_checkpoints_secs')
@@ -98,6 +105,8 @@ class RunConfig(object):
     self.keep_checkpoint_max = keep_checkpoint_max
     self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
     self.log_step_count_steps = log_step_count_steps
+    self.peer_timeout_secs = peer_timeout_secs
+    self.max_starts_without_progress = max_starts_without_progress
     self.cluster = cluster or cluster_lib.Cluster.from_tf_config()
     self.session_config = self.cluster.session_config(self.session_config)
 
@@ -120,7 +129,9 @@ class RunConfig(object):
         keep_checkpoint_max=self.keep_checkpoint_max,
         keep_checkpoint_every_n_hours=self.keep_checkpoint_every_n_hours,
         log_step_count_steps=self.log_step_count_steps,
-        save_summaries_secs=self.save_summaries_secs, cluster=self.cluster)
+        save_summaries_secs=self.save_summaries_secs, cluster=self.cluster,
+        peer_timeout_secs=self.peer_timeout_secs,
+        max_starts_without_progress=self.max_starts_without_progress)
     if 'save_checkpoints_steps' in kwargs:
       fields['save_checkpoints_secs'] = None
     if 'save_checkpoints_secs' in kwargs:
@@ -332,9 +343,14 @@ class Estimator(object):
       if resume and self._config.is_chief:
         self._report('Resuming from %s (step %d)' % (resume,
                                                      global_step_of(resume)))
+      starts = None
+      if self._config.is_chief:
+        starts = faults.StartLog(self._model_dir,
+                                 self._config.max_starts_without_progress)
+        starts.begin(global_step_of(resume))
       try:
         self._train(input_fn, hooks, steps, max_steps, saving_listeners,
-                    resume, keep, signals)
+                    resume, keep, signals, starts)
       except tf.errors.OpError as e:
         if not faults.is_disk_full(e):
           raise
@@ -366,7 +382,7 @@ class Estimator(object):
     return resume, keep
 
   def _train(self, input_fn, hooks, steps, max_steps, saving_listeners,
-             resume, keep, signals):
+             resume, keep, signals, starts):
     cfg = self._config
     with tf.Graph().as_default():
       spec, global_step = self._build(input_fn, ModeKeys.TRAIN)
@@ -409,67 +425,157 @@ class Estimator(object):
             listeners=saving_listeners, keep=keep)
         chief_hooks.append(saver_hook)
       collective = model_deploy.collective_deployment()
+      last = run_hooks.LastStepHook()
+      all_hooks.append(last)
+      cluster = cfg.cluster
+      job_end = job_end_hook = None
+      if cluster.jobs and cluster.num_ps:
+        job_end = cluster_lib.JobEnd(cluster.num_ps)
+        job_end_hook = run_hooks.JobEndHook(job_end, cfg.is_chief)
+        all_hooks.append(job_end_hook)
+      target = self._session_target() if cluster.jobs else None
       if collective:
-        try:  # the chief's broadcast runs here, and fails as a step would
-          session = self._collective_session(collective, scaffold, all_hooks,
-                                             chief_hooks, resume)
-        except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
-                tf.errors.AbortedError, tf.errors.InternalError,
-                tf.errors.CancelledError) as e:
-          raise zoo_errors.Retryable(sessions.collective_failure_message(
-              collective, cfg.cluster, _step_of(self._model_dir),
-              timed_out=isinstance(e, tf.errors.DeadlineExceededError))
-          ) from None
+        creator = self._collective_creator(collective, scaffold, resume)
+        session_hooks = (chief_hooks if collective.is_chief else []) + all_hooks
       elif cfg.is_chief:
-        session = tf1.train.MonitoredSession(
-            tf1.train.ChiefSessionCreator(
-                scaffold=scaffold, master=self._session_target(),
-                config=cfg.session_config,
-                checkpoint_filename_with_path=resume),
-            hooks=chief_hooks + all_hooks)
+        creator = sessions.ChiefSessionCreator(
+            scaffold, target or self._session_target(), cfg.session_config,
+            self._model_dir, resume, task_name=cluster.task_name,
+            last_step=lambda: last.step, report=self._report)
+        session_hooks = chief_hooks + all_hooks
       else:  # what MonitoredTrainingSession(is_chief=False) builds, polling faster
-        session = tf1.train.MonitoredSession(
-            sessions.WorkerSessionCreator(scaffold, self._session_target(),
-                                  cfg.session_config), hooks=all_hooks)
+        creator = sessions.WorkerSessionCreator(
+            scaffold, target, cfg.session_config,
+            last_step=lambda: last.step, report=self._report)
+        session_hooks = all_hooks
+      told = job_end if cfg.is_chief else None  # the chief tells the ps
+      watch = contextlib.nullcontext()
+      status, line = zoo_errors.DONE, 'done'
+      if cluster.jobs:
+        watch = self._task_watch(
+            collective, session_hooks, last, max_steps,
+            ending=lambda s, l: self._ending(starts, told, s, l))
+        stop_on_signal.taken_up = lambda: setattr(watch, 'acknowledged', True)
+        if saver_hook is not None:
+          watch.save = lambda step: self._save_now(saver_hook, creator)
       self.steps_run = 0  # this task's own runs of the train op
       try:
-        with session as sess:
-          while not sess.should_stop():
-            try:
-              sess.run(spec.train_op)
-            except tf.errors.InvalidArgumentError as e:
-              # A histogram summary refuses NaN/inf values: the same
-              # divergence the loss check catches, seen first by the summary.
-              match = run_hooks.NON_FINITE_SUMMARY.search(e.message)
-              if not match:
-                raise
-              raise faults.Diverged(
-                  sess.run_step_fn(lambda step_context: int(
-                      step_context.session.run(global_step))),
-                  '%s is %s' % (
-                      match.group(2), 'nan' if match.group(1) == 'Nan'
-                      else 'infinite'),
-                  tf.train.latest_checkpoint(self._model_dir)) from None
-            self.steps_run += 1
-      except (tf.errors.DeadlineExceededError, sessions.LostWorker) as e:
-        if not collective:
-          raise
-        raise zoo_errors.Retryable(sessions.collective_failure_message(
-            collective, cfg.cluster, _step_of(self._model_dir),
-            timed_out=not isinstance(e, sessions.LostWorker))) from None
-    if signals.received is not None:
-      if saver_hook is not None:
-        step, checkpoint = saver_hook.last_saved
-      else:
-        step, checkpoint = stop_on_signal.step, None
-      raise faults.Stopped(signals.received, step, checkpoint)
+        with watch:
+          self._run(spec, global_step, creator, session_hooks, collective)
+        if signals.received is not None:
+          if saver_hook is not None:
+            step, checkpoint = saver_hook.last_saved
+          else:
+            step, checkpoint = stop_on_signal.step, None
+          raise faults.Stopped(signals.received, step, checkpoint)
+        chief_status = job_end_hook and job_end_hook.chief_status
+        if chief_status:  # a worker: the chief ended first, not done
+          error = (zoo_errors.Retryable if zoo_errors.is_retryable(
+              chief_status) else ValueError)
+          raise error('the chief ended with status %d (%s); this task stops '
+                      'too' % (chief_status,
+                               zoo_errors.status_meaning(chief_status)))
+      except BaseException as e:  # pylint: disable=broad-except
+        status, line = ending_of(e)
+        raise
+      finally:
+        self._ending(starts, told, status, line)
     return self
 
-  def _collective_session(self, deployment, scaffold, hooks, chief_hooks,
-                          resume):
-    """A worker's session in a collective_all_reduce cluster: the chief
-    restores or initialises, every worker receives the chief's values, and
-    only the chief saves checkpoints and summaries."""
+  def _run(self, spec, global_step, creator, session_hooks, collective):
+    """The training loop, in the session `creator` makes."""
+    cluster = self._config.cluster
+    try:  # the session is made here: the collective chief's broadcast
+      # runs then, and fails as a step would
+      session = tf1.train.MonitoredSession(creator, hooks=session_hooks)
+    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+            tf.errors.AbortedError, tf.errors.InternalError,
+            tf.errors.CancelledError) as e:
+      if not collective:
+        raise
+      raise zoo_errors.Retryable(sessions.collective_failure_message(
+          collective, cluster, _step_of(self._model_dir),
+          timed_out=isinstance(e, tf.errors.DeadlineExceededError))) from None
+    try:
+      with session as sess:
+        while not sess.should_stop():
+          try:
+            sess.run(spec.train_op)
+          except tf.errors.InvalidArgumentError as e:
+            # A histogram summary refuses NaN/inf values: the same
+            # divergence the loss check catches, seen first by the summary.
+            match = run_hooks.NON_FINITE_SUMMARY.search(e.message)
+            if not match:
+              raise
+            raise faults.Diverged(
+                sess.run_step_fn(lambda step_context: int(
+                    step_context.session.run(global_step))),
+                '%s is %s' % (
+                    match.group(2), 'nan' if match.group(1) == 'Nan'
+                    else 'infinite'),
+                tf.train.latest_checkpoint(self._model_dir)) from None
+          self.steps_run += 1
+    except (tf.errors.DeadlineExceededError, sessions.LostWorker) as e:
+      if not collective:
+        raise
+      raise zoo_errors.Retryable(sessions.collective_failure_message(
+          collective, cluster, _step_of(self._model_dir),
+          timed_out=not isinstance(e, sessions.LostWorker))) from None
+
+  def _task_watch(self, collective, session_hooks, last, max_steps, ending):
+    """The TaskWatch of a cluster task: a ps layout task gives up on a ps,
+    and a worker on the chief, missed for RunConfig.peer_timeout_secs; a
+    synchronous one on any worker too. A collective worker names a lost
+    peer itself (collective_failure_message): its watch only takes
+    signals."""
+    cluster = self._config.cluster
+    everyone = cluster.peers()
+    if collective:
+      peers = []
+    elif any(getattr(h, 'waits_for_workers', False) for h in session_hooks):
+      peers = everyone
+    else:
+      peers = cluster.peers(('ps',)) + [
+          p for p in everyone if p[1] == cluster.chief_address and
+          not self._config.is_chief]
+    return watch_lib.TaskWatch(
+        peers, everyone, timeout_secs=self._config.peer_timeout_secs,
+        step=lambda: last.step, report=self._report,
+        done=lambda: max_steps is not None and (
+            _step_of(self._model_dir) >= max_steps),
+        ending=ending)
+
+  @staticmethod
+  def _save_now(saver_hook, creator):
+    """A checkpoint at the session's global step, from the TaskWatch's
+    thread while the training loop is blocked; its path."""
+    session = creator.session
+    step = session.run(tf1.train.get_global_step())
+    saver_hook._save(session, step)  # pylint: disable=protected-access
+    return saver_hook.last_saved[1]
+
+  def _ending(self, starts, job_end, status, line):
+    """What the chief leaves as it ends: how this start ended (the crash
+    loop count) and, in a ps job, its status on every ps, so that the ps and
+    the other workers end too."""
+    if starts is not None:
+      starts.end(status, line)
+    if job_end is None:
+      return
+    cluster = self._config.cluster
+    if not all(cluster_lib.answers(a) for _, a in cluster.peers(('ps',))):
+      return  # a session would wait for the missing ps for ever
+    try:
+      with tf1.Session(self._session_target(),
+                       config=self._config.session_config) as session:
+        job_end.write(session, status, timeout_secs=5)
+    except tf.errors.OpError:
+      pass  # a ps went away meanwhile: it ends with the job anyway
+
+  def _collective_creator(self, deployment, scaffold, resume):
+    """A worker's session creator in a collective_all_reduce cluster: the
+    chief restores or initialises, every worker receives the chief's
+    values; only the chief saves checkpoints and summaries."""
     if deployment.is_chief != self._config.is_chief:
       raise ValueError('the deployment says this task is%s the chief, the '
                        'cluster says it is%s' % (
@@ -477,13 +583,9 @@ class Estimator(object):
                            '' if self._config.is_chief else ' not'))
     broadcast = model_deploy.broadcast_from_chief(deployment,
                                                   tf1.global_variables())
-    hooks = list(hooks)
-    if deployment.is_chief:
-      hooks = list(chief_hooks) + hooks  # the saver hook among them
-    creator = sessions.CollectiveSessionCreator(
+    return sessions.CollectiveSessionCreator(
         scaffold, self._session_target(), self._config.session_config,
         broadcast, deployment.is_chief, resume)
-    return tf1.train.MonitoredSession(creator, hooks=hooks)
 
   def _session_target(self):
     """Training's session target: in a cluster, this task's own server
@@ -623,16 +725,27 @@ class Estimator(object):
     return config
 
 
-def serve_parameters(cluster, session_config=None):
-  """A ps task: serves until SIGTERM or SIGINT (faults.StopSignals, as the
-  training tasks stop), then prints its last line and returns the exit
-  status, 128 + the signal's number. Outside the main thread, where Python
-  takes no signals, it serves until the process ends."""
-  with faults.StopSignals() as signals:
-    cluster.serve(session_config, stop=lambda: signals.received is not None)
-  print('%s:%d stopped by %s; a parameter server holds no files' % (
-      cluster.task_type, cluster.task_id,
-      signal.Signals(signals.received).name), flush=True)
+def serve_parameters(cluster, session_config=None, peer_timeout_secs=180,
+                     report=lambda line: print(line, flush=True)):
+  """A ps task: serves until the chief says the job is over
+  (cluster.JobEnd), then ends with the chief's status; or until SIGTERM or
+  SIGINT (faults.StopSignals, as the training tasks stop), then ends with
+  128 + the signal's number; or until the chief, once seen, has not answered
+  for `peer_timeout_secs` (runner/watch.py: status 200). Prints its last
+  line. Outside the main thread, where Python takes no signals, it serves
+  until the job ends or the process does."""
+  chief = [p for p in cluster.peers() if p[1] == cluster.chief_address]
+  name = '%s:%d' % (cluster.task_type, cluster.task_id)
+  with faults.StopSignals() as signals, watch_lib.TaskWatch(
+      chief, timeout_secs=peer_timeout_secs, report=report):
+    status = cluster.serve(session_config,
+                           stop=lambda: signals.received is not None)
+  if status is not None:
+    report('%s: the chief ended (status %d, %s); the job is over, this task '
+           'ends too' % (name, status, zoo_errors.status_meaning(status)))
+    return status
+  report('%s stopped by %s; a parameter server holds no files' % (
+      name, signal.Signals(signals.received).name))
   return 128 + signals.received
 
 
@@ -651,7 +764,8 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
   config = estimator.config
   cluster = config.cluster
   if cluster.task_type == 'ps':  # until SIGTERM or SIGINT ends the process
-    raise SystemExit(serve_parameters(cluster, config.session_config))
+    raise SystemExit(serve_parameters(cluster, config.session_config,
+                                      config.peer_timeout_secs))
   if cluster.task_type == 'evaluator':
     result = None
     with faults.StopSignals() as signals:  # a signal ends the wait cleanly
@@ -718,6 +832,13 @@ DELETED_CHECKPOINT = ('Skipped %s: training deleted it (keep_checkpoint_max) '
 def checkpoint_exists(checkpoint):
   """Whether the checkpoint's files (its .index) are there."""
   return tf.io.gfile.exists(checkpoint + '.index')
+
+
+def ending_of(error):
+  """(the exit status, its one line) a script ends with for `error`."""
+  if isinstance(error, faults.Stopped):
+    return error.exit_status, str(error)
+  return zoo_errors.exit_status(error), zoo_errors.one_line(error)
 
 
 def global_step_of(checkpoint):

@@ -23,6 +23,7 @@
 import errno
 import fcntl
 import glob
+import json
 import os
 import re
 import shutil
@@ -395,3 +396,73 @@ class Diverged(tf1.train.NanLossDuringTrainingError):
   def __str__(self):
     return 'training diverged at step %d: %s; the last good checkpoint is %s' % (
         self.step, self.what, self.checkpoint or 'none (none was saved)')
+
+
+# -- a crash loop ------------------------------------------------------------------
+STARTS_FILE = 'starts.json'
+
+
+class CrashLoop(ValueError):
+  """Training started too many times in a row without a newer checkpoint:
+  permanent (status 1), so that no scheduler restarts it again."""
+
+
+class StartLog(object):
+  """The chief's starts in `directory`/starts.json: the step each resumed
+  from and how it ended (its status and last line; none when it was killed
+  without a word). When the last `limit` starts all began at today's step,
+  restarting evidently repeats the failure (killed at the same step for
+  memory, a bad node, a bug): `begin` raises CrashLoop naming the step and
+  the last causes. A Kubernetes TFJob's backoffLimit does not bound its
+  ExitCode restarts and an sbatch script requeues each retryable status, so
+  this count is what ends such a loop. limit 0: no limit."""
+
+  KEEP = 20
+
+  def __init__(self, directory, limit):
+    self.path = os.path.join(directory, STARTS_FILE)
+    self._limit = limit
+    self._starts = []
+
+  def begin(self, step):
+    try:
+      with open(self.path) as f:
+        self._starts = json.load(f)['starts'][-self.KEEP:]
+    except (OSError, ValueError, KeyError, TypeError):
+      self._starts = []  # none yet, or unreadable: count afresh
+    same = 0
+    for start in reversed(self._starts):
+      if start.get('step') != step:
+        break
+      same += 1
+    if self._limit and same >= self._limit:
+      causes = [self._cause(s) for s in self._starts[-same:]][-3:]
+      raise CrashLoop(
+          '%d starts in a row ended at step %d without a newer checkpoint '
+          '(--max_starts_without_progress=%d; the last: %s); fix the cause, '
+          'then delete %s to train again' % (
+              same, step, self._limit, '; '.join(causes), self.path))
+    self._starts.append({'step': int(step), 'time': time.time(),
+                         'host': socket.gethostname(), 'pid': os.getpid(),
+                         'status': None, 'cause': None})
+    self._write()
+
+  def end(self, status, cause):
+    if self._starts and self._starts[-1].get('pid') == os.getpid():
+      self._starts[-1].update(status=int(status), cause=cause)
+      self._write()
+
+  @staticmethod
+  def _cause(start):
+    if start.get('status') is None:
+      return 'ended without a word (killed: SIGKILL, out of memory, a lost node)'
+    return 'status %d: %s' % (start['status'], start.get('cause') or '')
+
+  def _write(self):
+    temporary = self.path + '.tmp'
+    try:
+      with open(temporary, 'w') as f:
+        json.dump({'starts': self._starts[-self.KEEP:]}, f, indent=1)
+      os.replace(temporary, self.path)
+    except OSError:
+      pass  # a full disk: the count is advice, training goes on

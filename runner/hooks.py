@@ -103,14 +103,16 @@ class StopOnSignalHook(tf1.train.SessionRunHook):
   """Ends the run after the step in flight once `signals` (a
   faults.StopSignals) received one; `step` is the global step it ended at."""
 
-  def __init__(self, signals):
+  def __init__(self, signals, taken_up=lambda: None):
     self._signals, self.step = signals, None
+    self.taken_up = taken_up  # told when the signal is taken up
 
   def begin(self):
     self._global_step = tf1.train.get_global_step()
 
   def after_run(self, run_context, run_values):
     if self._signals.received is not None and self.step is None:
+      self.taken_up()
       self.step = int(run_context.session.run(self._global_step))
       run_context.request_stop()
 
@@ -192,6 +194,7 @@ class CheckpointSaverHook(tf1.train.CheckpointSaverHook):
     super().__init__(checkpoint_dir, **kwargs)
     self._keep = list(keep or [])
     self.last_saved = (None, None)
+    self._sessions = 0
 
   def begin(self):
     super().begin()
@@ -203,6 +206,8 @@ class CheckpointSaverHook(tf1.train.CheckpointSaverHook):
   def after_create_session(self, session, coord):
     if self._keep:
       self._get_saver().recover_last_checkpoints(self._keep)
+      self._keep = None
+    self._sessions += 1
     super().after_create_session(session, coord)
 
   def _save(self, session, step):
@@ -216,6 +221,11 @@ class CheckpointSaverHook(tf1.train.CheckpointSaverHook):
     state_text = (open(state_file, 'rb').read()
                   if os.path.isfile(state_file) else None)
     prefix = '%s-%d' % (self._save_path, step)
+    if self._sessions > 1 and faults.checkpoint_problem(prefix) is None:
+      # A recovered session starts from this very checkpoint (the saver
+      # hook saves whenever a session is made): it is not written again.
+      self.last_saved = (step, prefix)
+      return False
     try:
       should_stop = super()._save(session, step)
     except (tf.errors.OpError, OSError) as e:
@@ -245,3 +255,45 @@ class StopAfterSecondsHook(tf1.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     if time.time() - self._start >= self._seconds:
       run_context.request_stop()
+
+
+class LastStepHook(tf1.train.SessionRunHook):
+  """`step`: the global step after this task's last completed run (the
+  other hooks fetch the same tensor, so it costs no transfer)."""
+
+  def __init__(self):
+    self.step = 0
+
+  def begin(self):
+    self._global_step = tf1.train.get_global_step()
+
+  def before_run(self, run_context):
+    return tf1.train.SessionRunArgs(self._global_step)
+
+  def after_run(self, run_context, run_values):
+    self.step = int(run_values.results)
+
+
+class JobEndHook(tf1.train.SessionRunHook):
+  """The chief: writes JobEnd.RUNNING on every ps at each session it makes.
+  Another worker: stops after the step at which it reads that the chief
+  ended; `chief_status` is then the chief's exit status."""
+
+  def __init__(self, job_end, is_chief):
+    self._job_end, self._is_chief = job_end, is_chief
+    self.chief_status = None
+
+  def after_create_session(self, session, coord):
+    if self._is_chief:
+      self._job_end.write(session, self._job_end.RUNNING)
+
+  def before_run(self, run_context):
+    if not self._is_chief:
+      return tf1.train.SessionRunArgs(self._job_end.value)
+    return None
+
+  def after_run(self, run_context, run_values):
+    if self._is_chief or run_values.results == self._job_end.RUNNING:
+      return
+    self.chief_status = int(run_values.results)
+    run_context.request_stop()

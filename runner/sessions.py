@@ -1,11 +1,83 @@
 """How the runner makes a training task's session, and makes it again when
 MonitoredSession recovers from a lost peer: the chief's, a worker's, a
 collective worker's."""
+import os
+
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from runner import faults
 
 tf1 = tf.compat.v1
+
+
+class ChiefSessionCreator(tf1.train.SessionCreator):
+  """The chief's session. The first restores `resume` (the newest readable
+  checkpoint, chosen when training started) or initialises. Every later one
+  (MonitoredSession makes a new session when a ps or a connection is lost)
+  first asks the parameter servers which variables they lost: none (a
+  connection broke, the values are intact): it goes on; some (a ps came back
+  empty at the same address, as Kubernetes restarts a pod): it restores the
+  newest readable checkpoint at that moment (initialises only when there is
+  none), so the global step and the checkpoints never go back. One line
+  per recovery, through `report`. TensorFlow's ChiefSessionCreator restored
+  the checkpoint chosen at the start, or none: the job carried on from
+  step 0 with fresh weights and its next checkpoints pushed the trained ones
+  out."""
+
+  def __init__(self, scaffold, master, config, model_dir, resume,
+               task_name=lambda device: device, last_step=lambda: 0,
+               report=print):
+    self._scaffold, self._master, self._config = scaffold, master, config
+    self._model_dir, self._resume = model_dir, resume
+    self._task_name, self._last_step, self._report = (task_name, last_step,
+                                                      report)
+    self._keep_values = tf.no_op(name='keep_the_variables')
+    self._devices = {v.op.name: v.device for v in tf1.global_variables()}
+    self.session = None  # the newest raw session (the TaskWatch saves with it)
+    self.created = 0
+
+  def create_session(self):
+    scaffold = self._scaffold
+    scaffold.finalize()
+    init_op, init_fn, checkpoint = scaffold.init_op, scaffold.init_fn, None
+    if not self.created:
+      checkpoint = self._resume
+    else:
+      lost = self._lost_tasks()
+      step = self._last_step()
+      if not lost:
+        init_op, init_fn = self._keep_values, None
+        self._report('reconnected at step %d; the parameter servers kept '
+                     'the variables' % step)
+      else:
+        checkpoint = faults.newest_readable_checkpoint(self._model_dir,
+                                                       self._report)
+        self._report('%s came back empty at step %d; %s' % (
+            ', '.join(lost), step,
+            'restored %s' % os.path.basename(checkpoint) if checkpoint else
+            'no checkpoint yet: initialising the model'))
+    manager = tf1.train.SessionManager(
+        local_init_op=scaffold.local_init_op,
+        local_init_feed_dict=scaffold.local_init_feed_dict,
+        ready_op=scaffold.ready_op,
+        ready_for_local_init_op=scaffold.ready_for_local_init_op,
+        graph=tf1.get_default_graph())
+    self.session = manager.prepare_session(
+        self._master, saver=scaffold.saver,
+        checkpoint_filename_with_path=checkpoint, config=self._config,
+        init_op=init_op, init_feed_dict=scaffold.init_feed_dict,
+        init_fn=(lambda session: init_fn(scaffold, session)) if init_fn
+        else None)
+    self.created += 1
+    return self.session
+
+  def _lost_tasks(self):
+    """The tasks (ps) holding variables that are no longer initialised."""
+    with tf1.Session(self._master, config=self._config) as probe:
+      missing = probe.run(self._scaffold.ready_op)
+    return sorted({self._task_name(self._devices.get(name.decode(), ''))
+                   for name in missing})
 
 
 class WorkerSessionCreator(tf1.train.SessionCreator):
@@ -15,9 +87,14 @@ class WorkerSessionCreator(tf1.train.SessionCreator):
   moment before the chief idles 30 s, a short job's whole run. This one
   checks every `poll_secs`."""
 
-  def __init__(self, scaffold, master, config, poll_secs=1.0):
+  def __init__(self, scaffold, master, config, poll_secs=1.0,
+               last_step=lambda: 0, report=print):
     self._scaffold, self._master, self._config = scaffold, master, config
     self._poll_secs = poll_secs
+    self._last_step, self._report = last_step, report
+    self._global_step = tf1.train.get_global_step()
+    self.session = None
+    self.created = 0
 
   def create_session(self):
     self._scaffold.finalize()
@@ -27,8 +104,15 @@ class WorkerSessionCreator(tf1.train.SessionCreator):
         ready_op=self._scaffold.ready_op,
         ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
         graph=tf1.get_default_graph(), recovery_wait_secs=self._poll_secs)
-    return manager.wait_for_session(self._master, config=self._config,
-                                    max_wait_secs=7200)
+    lost_at = self._last_step()
+    self.session = manager.wait_for_session(
+        self._master, config=self._config, max_wait_secs=7200)
+    if self.created:
+      self._report('lost the session at step %d; going on from step %d, '
+                   'with the chief\'s variables' % (
+                       lost_at, self.session.run(self._global_step)))
+    self.created += 1
+    return self.session
 
 
 class CollectiveSessionCreator(tf1.train.SessionCreator):
@@ -43,6 +127,7 @@ class CollectiveSessionCreator(tf1.train.SessionCreator):
     self._broadcast, self._is_chief = broadcast, is_chief
     self._checkpoint = checkpoint
     self._created = False
+    self.session = None
 
   def create_session(self):
     if self._created:
@@ -54,7 +139,7 @@ class CollectiveSessionCreator(tf1.train.SessionCreator):
     self._created = True
     scaffold = self._scaffold
     scaffold.finalize()
-    session = tf1.Session(self._master, config=self._config)
+    session = self.session = tf1.Session(self._master, config=self._config)
     if self._is_chief:
       if self._checkpoint:
         scaffold.saver.restore(session, self._checkpoint)
