@@ -379,6 +379,7 @@ class JobEnd(object):
   LINGER_SECS = 3.0
 
   def __init__(self, num_ps, only=None):
+    self.graph = tf1.get_default_graph()
     self._status = tf1.placeholder(tf.int64, [], name='job_end_status')
     handles, writes = [], []
     for task in range(num_ps) if only is None else [only]:

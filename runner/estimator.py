@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -246,6 +247,7 @@ class Estimator(object):
     self._params = dict(params or {})
     self._report = report or (lambda line: tf1.logging.info('%s', line))
     self.steps_run = 0  # train's last call: the steps this task ran
+    self._save_lock, self._saved_now = threading.Lock(), None
     self.resumed_from = None  # train's last call: the checkpoint it restored
 
   model_dir = property(lambda self: self._model_dir)
@@ -384,6 +386,7 @@ class Estimator(object):
   def _train(self, input_fn, hooks, steps, max_steps, saving_listeners,
              resume, keep, signals, starts):
     cfg = self._config
+    self._saved_now = None
     with tf.Graph().as_default():
       spec, global_step = self._build(input_fn, ModeKeys.TRAIN)
       stop_on_signal = run_hooks.StopOnSignalHook(signals)
@@ -457,11 +460,20 @@ class Estimator(object):
             ending=lambda s, l: self._ending(starts, told, s, l))
         stop_on_signal.taken_up = lambda: setattr(watch, 'acknowledged', True)
         if saver_hook is not None:
-          watch.save = lambda step: self._save_now(saver_hook, creator)
+          watch.save = lambda: self._save_now(saver_hook)
       self.steps_run = 0  # this task's own runs of the train op
       try:
-        with watch:
-          self._run(spec, global_step, creator, session_hooks, collective)
+        try:
+          with watch:
+            self._run(spec, global_step, creator, session_hooks, collective)
+        except zoo_errors.Retryable:
+          if signals.received is None or not collective:
+            raise
+          # A lost peer failed the all-reduce while a stop signal waited:
+          # the signal's promise holds (this task's variables are its own).
+          step, checkpoint = (self._save_now(saver_hook) if saver_hook
+                              else (last.step, None))
+          raise faults.Stopped(signals.received, step, checkpoint) from None
         if signals.received is not None:
           if saver_hook is not None:
             step, checkpoint = saver_hook.last_saved
@@ -545,14 +557,21 @@ class Estimator(object):
             _step_of(self._model_dir) >= max_steps),
         ending=ending)
 
-  @staticmethod
-  def _save_now(saver_hook, creator):
-    """A checkpoint at the session's global step, from the TaskWatch's
-    thread while the training loop is blocked; its path."""
-    session = creator.session
-    step = session.run(tf1.train.get_global_step())
-    saver_hook._save(session, step)  # pylint: disable=protected-access
-    return saver_hook.last_saved[1]
+  def _save_now(self, saver_hook):
+    """(step, path) of a checkpoint at the global step, saved in a session
+    of its own while training is blocked or its session is gone (a task's
+    variables live in its server, not in a session): from the TaskWatch's
+    thread, or as the all-reduce fails on a lost peer. A step that did not
+    complete applied nothing, so this is the last completed step. Once."""
+    with self._save_lock:
+      if self._saved_now is None:
+        graph = saver_hook.graph
+        with tf1.Session(self._session_target(), graph=graph,
+                         config=self._config.session_config) as session:
+          step = int(session.run(tf1.train.get_global_step(graph)))
+          saver_hook._save(session, step)  # pylint: disable=protected-access
+        self._saved_now = saver_hook.last_saved
+      return self._saved_now
 
   def _ending(self, starts, job_end, status, line):
     """What the chief leaves as it ends: how this start ended (the crash
@@ -566,7 +585,8 @@ class Estimator(object):
     if not all(cluster_lib.answers(a) for _, a in cluster.peers(('ps',))):
       return  # a session would wait for the missing ps for ever
     try:
-      with tf1.Session(self._session_target(),
+      # The graph named: the TaskWatch's thread has a default graph of its own.
+      with tf1.Session(self._session_target(), graph=job_end.graph,
                        config=self._config.session_config) as session:
         job_end.write(session, status, timeout_secs=5)
     except tf.errors.OpError:

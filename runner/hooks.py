@@ -198,6 +198,7 @@ class CheckpointSaverHook(tf1.train.CheckpointSaverHook):
 
   def begin(self):
     super().begin()
+    self.graph = tf1.get_default_graph()
     self._names, self._checks = finite_checks(tf1.global_variables())
     self._bytes = sum(v.shape.num_elements() * v.dtype.base_dtype.size
                       for v in tf1.global_variables()

@@ -55,8 +55,8 @@ class TaskWatch(object):
   `timeout_secs`; None: only probed) and `others` (probed at a signal), and
   takes stop signals a blocked training loop cannot.
 
-  `step()` is the last completed global step; `save(step)` (optional) saves
-  a checkpoint of it from this thread and returns its path; `done()` says
+  `step()` is the last completed global step; `save()` (the chief's) saves
+  a checkpoint from this thread and returns (step, path); `done()` says
   the job ended (then a lost task ends this one with status 0); `report`
   prints a line; `ending(status, line)` is told before the process ends.
   """
@@ -69,7 +69,7 @@ class TaskWatch(object):
     self._timeout, self._grace, self._poll = timeout_secs, grace_secs, poll_secs
     self._step, self._report, self._done = step, report, done
     self._ending = ending
-    self.save = None  # set once a session exists: step -> checkpoint path
+    self.save = None  # () -> (step, path) of a checkpoint saved now, or None
     self.acknowledged = False  # the training loop took the signal up
     self._missed, self._seen = {}, set()
     self._signal = self._signal_time = None
@@ -167,27 +167,30 @@ class TaskWatch(object):
                   name, self._timeout, self._step()))
 
   def _stop_blocked(self, down):
-    step = self._step()
-    checkpoint, why = None, None
+    step, checkpoint, why = self._step(), None, None
+    waiting = ', '.join(down)
     if self.save is None:
-      why = 'no session to save from'
+      pass  # not the chief: the chief saves
     elif any(name.startswith('ps:') for name in down):
-      why = '%s, which holds variables, is not answering' % ', '.join(down)
+      why = 'the variables are on %s' % waiting
     else:
       saved = []
-      saver = threading.Thread(target=lambda: saved.append(self.save(step)),
+      saver = threading.Thread(target=lambda: saved.append(self.save()),
                                daemon=True)
       saver.start()
       saver.join(5.0)
-      checkpoint = saved[0] if saved else None
-      why = None if checkpoint else 'saving it did not finish within 5s'
+      if not saved:
+        why = 'saving it failed or took more than 5s'
+      elif saved[0] is None:
+        why = 'no session yet'
+      else:
+        step, checkpoint = saved[0]
     stopped = faults.Stopped(self._signal, step, checkpoint)
-    line = str(stopped)
     if why:
-      line = 'stopped by %s at step %d, waiting on %s; no checkpoint at this ' \
-             'step (%s)' % (stopped.signal_name, step, ', '.join(down), why)
+      line = ('stopped by %s at step %d while waiting on %s; no checkpoint at '
+              'this step: %s' % (stopped.signal_name, step, waiting, why))
     else:
-      line += ' (the step in flight waited on %s)' % ', '.join(down)
+      line = '%s (the step in flight waited on %s)' % (stopped, waiting)
     self._end(stopped.exit_status, line, error=False)
 
   def _end(self, status, line, error=True):

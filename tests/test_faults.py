@@ -414,10 +414,11 @@ def test_sigterm_in_a_cluster_the_chief_saves_a_worker_and_a_ps_exit(digits_dir,
     assert tf.train.latest_checkpoint(train_dir) == match.group(2)
     assert readable(match.group(2))
     assert est.global_step_of(match.group(2)) == int(match.group(1))
-    ps.process.send_signal(signal.SIGTERM)
+    # The ps ends with the job, with the chief's status (cluster.JobEnd).
     assert ps.wait(30) == 143, ps.output()[-3000:]
     assert ps.output().splitlines()[-1] == (
-        'ps:0 stopped by SIGTERM; a parameter server holds no files')
+        'ps:0: the chief ended (status 143, stopped by SIGTERM); the job is '
+        'over, this task ends too')
   finally:
     for t in tasks:
       t.stop()
