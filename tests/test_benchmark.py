@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-import benchmark_image_classifier as bench
+from benchmark_image_classifier import parse_args
+from benchmarks import classifier_benchmark as bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, 'benchmark_image_classifier.py')
@@ -78,13 +79,13 @@ def test_rounds_are_interleaved_and_the_json_has_every_measurement(tmp_path):
 ])
 def test_bad_precisions_and_threads_name_the_flag(args, message, capsys):
   with pytest.raises(SystemExit):
-    bench.parse_args(args)
+    parse_args(args)
   assert message in capsys.readouterr().err
 
 
 def test_threads_pairs_are_measured_side_by_side():
-  args = bench.parse_args(['--models=lenet', '--kinds=bare', '--modes=train',
-                           '--threads=0:0,2:1'])
+  args = parse_args(['--models=lenet', '--kinds=bare', '--modes=train',
+                     '--threads=0:0,2:1'])
   assert [bench.key(job)[-1] for job in bench.jobs_of(args)] == ['0:0', '2:1']
 
 
@@ -132,7 +133,7 @@ def test_zoo_table_is_the_median_of_rounds_as_markdown(monkeypatch):
            image_size=224, num_frames=64)])
   monkeypatch.setattr(bench, 'run_job', lambda job: next(results))
   # The zoo table takes video networks (one clip, batch 1 only).
-  args = bench.parse_args(['--zoo_table', '--models=lenet,i3d', '--rounds=2'])
+  args = parse_args(['--zoo_table', '--models=lenet,i3d', '--rounds=2'])
   table, markdown = bench.zoo_table(args, list(bench.jobs_of(args)))
   assert [(r['model'], r['build_secs'], r['images_per_sec']) for r in table] \
       == [('lenet', 2.0, 20.0), ('i3d', 6.0, None)]
@@ -156,9 +157,9 @@ def test_profile_traces_one_step_of_each_kind_and_compares_op_types(tmp_path):
     assert ops[kind]['ops']['ResourceApplyMomentum'][0] == 8
   assert 'IteratorGetNext' in ops['harness']['ops']  # the harness's tf.data
   assert 'IteratorGetNext' not in ops['bare']['ops']
-  args = bench.parse_args(['--models=lenet', '--batch_sizes=4',
-                           '--modes=train', '--kinds=harness,bare',
-                           '--profile_dir=' + profile_dir])
+  args = parse_args(['--models=lenet', '--batch_sizes=4',
+                     '--modes=train', '--kinds=harness,bare',
+                     '--profile_dir=' + profile_dir])
   table = bench.profile_table(args, list(bench.jobs_of(args))).splitlines()
   assert table[0].startswith('lenet batch 4 train float32, one traced step:')
   total = table[-1].split('|')
@@ -200,7 +201,7 @@ def test_cpu_description_names_the_model_and_its_matrix_units(tmp_path):
 def test_table_gives_each_row_its_gflops_and_fraction_of_its_precisions_peak(
     monkeypatch):
   """Real-data harness rows beside synthetic ones; the anchors once."""
-  args = bench.parse_args([
+  args = parse_args([
       '--models=lenet', '--batch_sizes=4', '--modes=train',
       '--kinds=harness,bare', '--precisions=float32,bfloat16',
       '--data=synthetic,real', '--dataset_dir=/nowhere', '--rounds=1'])
