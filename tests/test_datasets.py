@@ -3,6 +3,7 @@ import dataclasses
 import fnmatch
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -116,18 +117,62 @@ def test_unknown_split_names_the_valid_ones(digits_dir):
     dataset_factory.get_dataset('digits', 'test', digits_dir)
 
 
-def test_missing_dataset_dir_says_how_to_create_it(tmp_path):
+def start_reading(descriptor, how):
+  """Builds, in a graph of its own, what reads `descriptor` first: the
+  tf.data reader's pipeline or TF-Slim's DatasetDataProvider."""
+  import tf_slim as slim  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default():
+    if how == 'tf.data':
+      reader.make_dataset(descriptor, batch_size=1)
+    else:
+      slim.dataset_data_provider.DatasetDataProvider(descriptor, num_readers=1)
+
+
+READERS = ('tf.data', 'DatasetDataProvider')
+
+
+def test_get_dataset_reads_only_the_metadata(digits_dir, tmp_path, monkeypatch):
+  """As TF-Slim's get_dataset: sizes, classes and names from the metadata
+  (digits_dataset.json, alone here: the records stayed behind), no record
+  listed, measured or opened."""
+  shutil.copy(os.path.join(digits_dir, 'digits_dataset.json'), str(tmp_path))
+
+  def refused(*args, **kwargs):
+    raise AssertionError('get_dataset read the records: %r' % (args,))
+
+  monkeypatch.setattr(tf.io.gfile, 'glob', refused)
+  monkeypatch.setattr(tf.io.gfile, 'stat', refused)
+  monkeypatch.setattr(dataset_utils, 'shard_digest', refused)
+  dataset = dataset_factory.get_dataset('digits', 'train', str(tmp_path))
+  assert (dataset.num_samples, dataset.num_classes) == (1437, 10)
+  assert dataset.labels_to_names[3] == 'three'
+  assert len(dataset.shards) == 3
+
+
+def test_imagenet_classes_are_known_without_its_records(tmp_path):
+  """TF-Slim's export_inference_graph.py asks get_dataset('imagenet',
+  'train', FLAGS.dataset_dir) only for num_classes, '' by default."""
+  for dataset_dir in ('', str(tmp_path), str(tmp_path / 'nowhere')):
+    dataset = dataset_factory.get_dataset('imagenet', 'train', dataset_dir)
+    assert (dataset.num_classes, dataset.num_samples) == (1001, 1281167)
+
+
+@pytest.mark.parametrize('how', READERS)
+def test_missing_dataset_dir_says_how_to_create_it_when_read(tmp_path, how):
   missing = str(tmp_path / 'nowhere')
+  dataset = dataset_factory.get_dataset('mnist', 'train', missing)
   with pytest.raises(ValueError, match=re.escape(
       "dataset_dir '%s' does not exist; run download_and_convert_data.py "
       "--dataset_name=mnist --dataset_dir=%s first" % (missing, missing))):
-    dataset_factory.get_dataset('mnist', 'train', missing)
+    start_reading(dataset, how)
 
 
-def test_no_matching_files_names_the_pattern(tmp_path):
+@pytest.mark.parametrize('how', READERS)
+def test_no_matching_files_names_the_pattern_when_read(tmp_path, how):
   pattern = os.path.join(str(tmp_path), 'flowers_train_*.tfrecord')
+  dataset = dataset_factory.get_dataset('flowers', 'train', str(tmp_path))
   with pytest.raises(ValueError, match=re.escape("no files match '%s'" % pattern)):
-    dataset_factory.get_dataset('flowers', 'train', str(tmp_path))
+    start_reading(dataset, how)
 
 
 def test_image_folder_without_metadata_is_an_error(tmp_path):
