@@ -335,3 +335,36 @@ def test_tf_slim_queues_and_the_reader_give_the_same_images_and_labels(digits_di
     np.testing.assert_array_equal(their_image.astype(np.float32), our_images[0])
     assert their_label == our_labels[0]
   assert len({int(label) for _, label in theirs}) == 10
+
+
+def _first_record(dataset):
+  return tf1.data.make_one_shot_iterator(
+      tf.data.TFRecordDataset(list(dataset.files)).take(1)).get_next()
+
+
+def test_decoder_is_tf_slims_example_decoder(digits_dir):
+  import tf_slim as slim  # pylint: disable=import-outside-toplevel
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir)
+  assert isinstance(dataset.decoder, slim.tfexample_decoder.TFExampleDecoder)
+  assert type(dataset.decoder).__name__ == 'TFExampleDecoder'
+  with tf.Graph().as_default():
+    image, label = dataset.decoder.decode(_first_record(dataset),
+                                          ['image', 'label'])
+    with tf1.Session() as sess:
+      image, label = sess.run([image, label])
+  assert image.shape == (8, 8, 1) and 0 <= label < 10
+
+
+def test_decoder_called_as_before_gives_the_image_and_label_of_decode(digits_dir):
+  """This project's earlier API: `image, label = dataset.decoder(serialized)`."""
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir)
+  with tf.Graph().as_default():
+    serialized = _first_record(dataset)
+    called = dataset.decoder(serialized)
+    decoded = dataset.decode(serialized)
+    assert [t.dtype for t in called] == [tf.uint8, tf.int64]
+    assert called[1].shape.rank == 0
+    with tf1.Session() as sess:
+      called, decoded = sess.run([called, decoded])
+  np.testing.assert_array_equal(called[0], decoded[0])
+  assert called[1] == decoded[1]
