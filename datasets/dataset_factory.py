@@ -5,19 +5,24 @@ The built-in datasets are the modules imported below, each registering itself
 by name. `get_dataset(name, split_name, dataset_dir)` returns a `Dataset`,
 which is TF-Slim's `slim.dataset.Dataset` (so TF-Slim's
 `DatasetDataProvider(get_dataset(...))` reads it with queues) and carries what
-the project's tf.data reader (reader.py) needs; both read with its decoder:
+the project's tf.data reader (reader.py) needs; both read with its decoder.
+As TF-Slim's, get_dataset reads no record: the records are checked when
+they are first read (`Dataset.check_files`, which both readers call, and the
+scripts before they start), so a network's classes are known without its
+data. A split is described
 
 - of a dataset converted here: sizes, class counts, label names and the exact
   shard files come from the <name>_dataset.json our converters write, one per
   dataset name, so several datasets can share a directory without mixing.
-  Opening a split checks every shard's byte size and digest against it: a
-  truncated or replaced shard stops with one line naming it. Records written
+  The first read of a split checks every shard's byte size and digest against
+  it: a truncated or replaced shard stops with one line naming it. Records written
   by TF-Slim's original converters (no metadata) get the published counts and
   TF-Slim's labels.txt. The file patterns match TF-Slim's file names and ours
   alike, e.g. 'mnist_%s*.tfrecord' matches mnist_train.tfrecord (TF-Slim's,
   and ours with one shard) and mnist_train-00000-of-00002.tfrecord;
 - of a TF-Slim dataset module: what its `get_split` returns, checked (its
-  decoder has 'image' and 'label', its files exist, it knows num_classes).
+  decoder has 'image' and 'label', it knows num_classes; its files exist,
+  when read).
 
 Decoding of converted records follows TF-Slim's decoders: image/format 'raw'
 (or 'RAW') is a uint8 buffer of image/height x image/width x channels; every
