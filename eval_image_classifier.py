@@ -275,6 +275,7 @@ def main(_):
       F.dataset_split_name = default_split(F.dataset_name)
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
+    dataset.check_files()  # before anything starts: the records are sound
     if exported:
       evaluate_export(dataset)
       return 0

@@ -7,10 +7,14 @@ r"""Writes a network's inference GraphDef (TF-Slim's flags); frozen with
         --dataset_dir=data/digits --checkpoint_path=runs/lenet_digits \
         --output_file=exports/lenet_digits/frozen_graph.pb
 
-As TF-Slim's: the network on a float placeholder named `input` of
-[--batch_size, --image_size, --image_size, channels] (channels 1 with
---use_grayscale or a grayscale dataset such as digits or mnist, else 3); its
-classes come from --dataset_name (minus --labels_offset) or --num_classes.
+As TF-Slim's (whose flags it takes): the network on a float placeholder
+named `input` of [--batch_size, --image_size, --image_size, channels]
+(channels 1 with --use_grayscale or a grayscale dataset such as digits or
+mnist, else 3), of clips [--batch_size, --num_frames, ...] for a video
+network (i3d, s3dg: --num_frames defaults to the network's, and TF-Slim's
+--is_video_model may be given); its classes come from --dataset_name (minus
+--labels_offset) or --num_classes; --dataset_dir is read only for label
+names, so a published checkpoint exports without its dataset.
 Two nodes are added, `logits` and `probabilities` (the softmax), so the
 outputs have names whatever the network. With --checkpoint_path the
 variables are folded into constants (the moving averages when trained with
@@ -31,6 +35,7 @@ import tensorflow as tf
 from classification import classifier
 from classification import fine_tuning
 from datasets import dataset_utils
+from nets import nets_factory
 from serving import exporter
 import script_flags
 
@@ -51,6 +56,30 @@ flags.DEFINE_string('checkpoint_path', None,
 flags.DEFINE_bool('overwrite', False, 'Replace an existing --output_file.')
 flags.DEFINE_bool('quantize', False,
                   'TF-Slim\'s quantization-aware graph (tf.contrib; gone).')
+flags.DEFINE_bool('is_video_model', False,
+                  'TF-Slim\'s flag for a video network (i3d, s3dg), whose '
+                  'input is clips; implied by --model_name.')
+flags.DEFINE_integer('num_frames', None,
+                     'Frames per clip of a video network; defaults to the '
+                     'network\'s.')
+
+
+def clip_frames():
+  """Frames per clip of --model_name's input: None for an image network
+  (refusing TF-Slim's video flags), --num_frames or the network's for a
+  video one."""
+  script_flags.check_flags(at_least_one=['num_frames'])
+  frames = nets_factory.get_info(F.model_name).num_frames
+  if frames:
+    return F.num_frames or frames
+  if F.is_video_model or F.num_frames:
+    raise ValueError(
+        "--%s: model_name '%s' takes images, not clips (the video networks: "
+        '%s)' % ('is_video_model' if F.is_video_model else 'num_frames',
+                 F.model_name, ', '.join(
+                     n for n in nets_factory.list_models()
+                     if nets_factory.get_info(n).num_frames)))
+  return None
 
 
 def main(_):
@@ -72,12 +101,13 @@ def main(_):
     args = script_flags.network_args(checkpoint)
     if F.num_classes and not F['dataset_name'].present:
       args['dataset_name'] = None  # --num_classes instead of the default
-    spec = exporter.make_spec(**args)
+    num_frames = clip_frames()
+    spec = exporter.make_spec(clips=bool(num_frames), **args)
     written = exporter.export_inference_graph(
         spec, dataset_utils.expand_path(F.output_file),
         batch_size=F.batch_size, is_training=F.is_training,
         checkpoint=checkpoint, as_text=F.write_text_graphdef,
-        overwrite=F.overwrite)
+        overwrite=F.overwrite, num_frames=num_frames)
   except (ValueError, tf.errors.OpError) as e:
     print('export_inference_graph: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)

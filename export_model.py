@@ -98,7 +98,7 @@ def main(_):
     spec = exporter.make_spec(**script_flags.network_args(checkpoint))
     if F.quantize == 'int8':  # the split is checked before the long part
       dataset_factory.get_dataset(F.dataset_name, F.calibration_split,
-                                  F.dataset_dir)
+                                  F.dataset_dir).check_files()
     graph = exporter.RestoredGraph(spec, checkpoint)
     try:
       if F.format == 'saved_model':

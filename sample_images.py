@@ -53,8 +53,8 @@ def main(_):
     dataset = dataset_factory.get_dataset(
         F.dataset_name, F.dataset_split_name,
         dataset_utils.expand_path(F.dataset_dir))
+    files = list(dataset.check_files())
     exporter.check_destination(output_dir, F.overwrite, '--output_dir')
-    files = list(dataset.files) or sorted(tf.io.gfile.glob(dataset.file_pattern))
     with tf.Graph().as_default():
       records = tf.data.TFRecordDataset(files).take(F.num_images).map(
           dataset.decode)

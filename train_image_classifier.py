@@ -205,6 +205,7 @@ def main(_):
     script_flags.expand_paths('train_dir', 'dataset_dir', 'checkpoint_path')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
+    dataset.check_files()  # before anything starts: the records are sound
     estimator = build_estimator(dataset, task)
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, F.batch_size * F.num_clones, is_training=True,

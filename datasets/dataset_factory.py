@@ -5,19 +5,24 @@ The built-in datasets are the modules imported below, each registering itself
 by name. `get_dataset(name, split_name, dataset_dir)` returns a `Dataset`,
 which is TF-Slim's `slim.dataset.Dataset` (so TF-Slim's
 `DatasetDataProvider(get_dataset(...))` reads it with queues) and carries what
-the project's tf.data reader (reader.py) needs; both read with its decoder:
+the project's tf.data reader (reader.py) needs; both read with its decoder.
+As TF-Slim's, get_dataset reads no record: the records are checked when
+they are first read (`Dataset.check_files`, which both readers call, and the
+scripts before they start), so a network's classes are known without its
+data. A split is described
 
 - of a dataset converted here: sizes, class counts, label names and the exact
   shard files come from the <name>_dataset.json our converters write, one per
   dataset name, so several datasets can share a directory without mixing.
-  Opening a split checks every shard's byte size and digest against it: a
-  truncated or replaced shard stops with one line naming it. Records written
+  The first read of a split checks every shard's byte size and digest against
+  it: a truncated or replaced shard stops with one line naming it. Records written
   by TF-Slim's original converters (no metadata) get the published counts and
   TF-Slim's labels.txt. The file patterns match TF-Slim's file names and ours
   alike, e.g. 'mnist_%s*.tfrecord' matches mnist_train.tfrecord (TF-Slim's,
   and ours with one shard) and mnist_train-00000-of-00002.tfrecord;
 - of a TF-Slim dataset module: what its `get_split` returns, checked (its
-  decoder has 'image' and 'label', its files exist, it knows num_classes).
+  decoder has 'image' and 'label', it knows num_classes; its files exist,
+  when read).
 
 Decoding of converted records follows TF-Slim's decoders: image/format 'raw'
 (or 'RAW') is a uint8 buffer of image/height x image/width x channels; every
@@ -25,7 +30,10 @@ other value ('png', 'jpeg', 'jpg', 'JPEG') is decoded from the bytes
 themselves. ImageNet's image/object/bbox/{ymin,xmin,ymax,xmax} become the
 [1, N, 4] boxes that inception preprocessing samples its crops around.
 """
+import copy
 import dataclasses
+import fnmatch
+import functools
 import os
 
 import tf_compat  # noqa: F401
@@ -54,43 +62,78 @@ class Dataset(slim.dataset.Dataset):
   TF-Slim's fields: data_sources (the split's record files), reader
   (`tf.compat.v1.TFRecordReader`), decoder (a `TFExampleDecoder` with the
   items 'image', 'label' and, where the records may hold boxes,
-  'object/bbox'), num_samples, items_to_descriptions, num_classes,
-  labels_to_names. The reader's: name, split_name, file_pattern, files,
-  shards (their sizes and digests, from the conversion's metadata), channels,
-  image_size (fixed (height, width) or None), has_boxes, tf_slim_records
-  (the records hold TF-Slim's keys, read by `example_decoder`; False for a
-  TF-Slim dataset module's own decoder), and `decode(serialized)`.
-  Read-only, as a description of files on disk should be.
+  'object/bbox'; also callable as this project's earlier decoder,
+  `decoder(serialized) -> (image, label)`), num_samples,
+  items_to_descriptions, num_classes, labels_to_names. The reader's: name,
+  split_name, file_pattern, files, shards (their sizes and digests, from the
+  conversion's metadata), channels, image_size (fixed (height, width) or
+  None), has_boxes, tf_slim_records (the records hold TF-Slim's keys, read
+  by `example_decoder`; False for a TF-Slim dataset module's own decoder),
+  and `decode(serialized)`.
+
+  Made without reading the records, as TF-Slim's get_split is (num_classes
+  is all an export needs); `data_sources` and `files`, what a reader asks
+  for first, are `check_files()`: the records are checked when they are
+  about to be read. Read-only, as a description of files on disk should be.
   """
 
   def __init__(self, *, name, split_name, file_pattern, num_samples,
                num_classes, labels_to_names, channels, decoder, files=(),
                shards=(), has_boxes=False, image_size=None,
                tf_slim_records=False, reader=None, items_to_descriptions=None,
-               graph_decoder=None):
+               graph_decoder=None, list_files=None):
     items = items_to_descriptions or {'image': 'A color image of varying size.' if channels == 3 else
                       'A %d-channel image of varying size.' % channels,
              'label': 'A single integer between 0 and %d' % (num_classes - 1)}
     if has_boxes and not items_to_descriptions:
       items['object/bbox'] = 'A list of bounding boxes (ymin, xmin, ymax, xmax).'
+    # A TF-Slim module's decoder holds tensors of the graph it was made in;
+    # the reader asks for one made in its own graph.
+    graph_decoder = graph_decoder or (lambda: decoder)
+    # data_sources and files are properties (checked when read): what
+    # TF-Slim's __init__ stores under those names is never seen.
     super().__init__(
-        data_sources=list(files) or file_pattern,
-        reader=reader or tf.compat.v1.TFRecordReader, decoder=decoder,
+        data_sources=file_pattern,
+        reader=reader or tf.compat.v1.TFRecordReader,
+        decoder=_callable_decoder(decoder, self.decode),
         num_samples=int(num_samples), items_to_descriptions=items,
         num_classes=int(num_classes), labels_to_names=dict(labels_to_names),
         name=name, split_name=split_name, file_pattern=file_pattern,
-        files=tuple(files), shards=tuple(shards), channels=int(channels),
+        shards=tuple(shards), channels=int(channels),
         has_boxes=bool(has_boxes),
         image_size=tuple(image_size) if image_size else None,
         tf_slim_records=bool(tf_slim_records),
-        # A TF-Slim module's decoder holds tensors of the graph it was made
-        # in; the reader asks for one made in its own graph.
-        _graph_decoder=graph_decoder or (lambda: decoder))
+        _graph_decoder=graph_decoder,
+        _list_files=list_files or functools.partial(_declared_files,
+                                                    files=tuple(files)),
+        _checked={})
 
   def __setattr__(self, name, value):
     raise dataclasses.FrozenInstanceError(
         "cannot assign to field '%s' of dataset %s/%s" % (
             name, self.name, self.split_name))
+
+  def check_files(self):
+    """The split's record files, checked: raises ValueError naming the
+    first culprit (a missing directory or shard, no file matching the
+    pattern, an unfinished conversion, a shard truncated or replaced since
+    its conversion). The first check of a Dataset compares each shard's
+    size and digest with the conversion's metadata; later ones (another
+    pipeline of the same Dataset) its size again, which is cheap."""
+    files = self._list_files(self, digests='files' not in self._checked)
+    self._checked['files'] = True
+    return tuple(files)
+
+  @property
+  def files(self):
+    """The split's record files (`check_files()`)."""
+    return self.check_files()
+
+  @property
+  def data_sources(self):
+    """TF-Slim's field, read by DatasetDataProvider and parallel_reader:
+    the split's record files (`check_files()`)."""
+    return list(self.check_files())
 
   def parse_encoded(self, serialized, with_boxes=False):
     """The record's features with TF-Slim's keys, the image undecoded:
@@ -119,6 +162,46 @@ class Dataset(slim.dataset.Dataset):
     if not with_boxes:
       return image, label
     return image, label, tf.expand_dims(decoded[2], 0)
+
+
+class _CallableDecoder:
+  """Makes a TF-Slim decoder also this project's earlier `Dataset.decoder`:
+  `decoder(serialized, with_boxes=False) -> (image, label[, boxes])`, which
+  is `Dataset.decode`."""
+
+  def __call__(self, serialized, with_boxes=False):
+    return self._dataset_decode(serialized, with_boxes)
+
+
+_CALLABLE_CLASSES = {}
+
+
+def _callable_decoder(decoder, decode):
+  """`decoder` itself for what TF-Slim does with it (`decode`, `list_items`,
+  isinstance and class name), and callable as `decode`: a shallow copy whose
+  class is a subclass of its own, so a module's decoder object is left as
+  it was."""
+  cls = type(decoder)
+  if cls not in _CALLABLE_CLASSES:
+    _CALLABLE_CLASSES[cls] = type(cls.__name__, (_CallableDecoder, cls), {
+        '__module__': cls.__module__, '__qualname__': cls.__qualname__,
+        '__doc__': cls.__doc__})
+  wrapped = copy.copy(decoder)
+  wrapped.__class__ = _CALLABLE_CLASSES[cls]
+  wrapped._dataset_decode = decode  # pylint: disable=protected-access
+  return wrapped
+
+
+def _declared_files(dataset, digests, files):
+  """The files a Dataset was made with (checked against its shards' sizes
+  when it has them), else those matching its file_pattern."""
+  if files:
+    verify_shards(dataset, digests)
+    return files
+  matched = sorted(tf.io.gfile.glob(dataset.file_pattern))
+  if not matched:
+    raise ValueError("no files match '%s'" % dataset.file_pattern)
+  return matched
 
 
 def get_info(name):
@@ -195,13 +278,9 @@ def dataset_classes(name, dataset_dir=None):
   if metadata is not None:
     return (metadata['num_classes'], dataset_utils.metadata_labels(metadata),
             info.channels)
-  labels = {}
-  if dataset_utils.has_labels(dataset_dir):
-    files = [f for split in info.splits for f in tf.io.gfile.glob(
-        split_file_pattern(info.name, split, dataset_dir))]
-    if not _labels_file_is_foreign(dataset_dir, info.name, files):
-      labels = dataset_utils.read_label_file(dataset_dir)
-  return info.num_classes, labels, info.channels
+  patterns = [split_file_pattern(info.name, split, dataset_dir)
+              for split in info.splits]
+  return info.num_classes, _label_file(dataset_dir, info.name, patterns), info.channels
 
 
 def _conversion_hint(name, dataset_dir):
@@ -233,29 +312,41 @@ def verify_shards(descriptor, digests=True):
                        '(same size, other contents)%s' % (path, hint))
 
 
-def _labels_file_is_foreign(dataset_dir, name, files):
-  """True when labels.txt is the label file another dataset's conversion
-  wrote there for records other than `files` (the ones being read)."""
+def _label_file(dataset_dir, name, patterns):
+  """labels.txt in `dataset_dir` ({} when there is none), unless it is the
+  label file another dataset's conversion wrote there for records other
+  than those `patterns` match: decided from the conversions' metadata, so no
+  record is listed."""
+  if not dataset_utils.has_labels(dataset_dir):
+    return {}
   labels = dataset_utils.read_label_file(dataset_dir)
   for other in registry.names():
     content = dataset_utils.read_metadata(dataset_dir, other)
     if (other == name or content is None or
         dataset_utils.metadata_labels(content) != labels):
       continue
-    theirs = {os.path.join(dataset_dir, shard['file'])
+    theirs = [os.path.abspath(os.path.join(dataset_dir, shard['file']))
               for split in content['splits'].values()
-              for shard in split.get('shards', ())}
-    if not theirs & {os.path.join(dataset_dir, os.path.basename(f))
-                     for f in files}:
-      return True
-  return False
+              for shard in split.get('shards', ())]
+    if not any(fnmatch.fnmatchcase(path, pattern)
+               for path in theirs for pattern in patterns):
+      return {}
+  return labels
 
 
 def get_dataset(name, split_name, dataset_dir, file_pattern=None):
   """Describes split `split_name` of dataset `name` converted into `dataset_dir`.
 
-  Raises ValueError naming the culprit for an unknown name or split, a missing
-  directory, a pattern no file matches, sizes that cannot be known, or a shard
+  As TF-Slim's get_dataset, it reads no record: the sizes, classes and label
+  names come from the conversion's metadata when there is one, else from
+  the dataset's registration (and labels.txt), so a network's classes are
+  known without its data (TF-Slim's export_inference_graph.py asks only
+  that). The records are checked when they are first read: by either
+  reader, or by `check_files()`, which the scripts call before they start.
+
+  Raises ValueError naming the culprit for an unknown name or split, or
+  sizes that cannot be known without the conversion's metadata; reading
+  raises it for a missing directory, a pattern no file matches, or a shard
   that is not the one its conversion wrote.
   """
   info = get_info(name)
@@ -264,79 +355,90 @@ def get_dataset(name, split_name, dataset_dir, file_pattern=None):
   dataset_dir = dataset_utils.expand_path(dataset_dir)
   if info.get_split is not None:
     return _tf_slim_split(info, split_name, dataset_dir, file_pattern)
-  if not tf.io.gfile.isdir(dataset_dir):
-    raise ValueError("dataset_dir '%s' does not exist; %s"
-                     % (dataset_dir, _conversion_hint(name, dataset_dir)))
   pattern = split_file_pattern(name, split_name, dataset_dir, file_pattern)
   metadata = dataset_utils.read_metadata(dataset_dir, name)
-  files, shards = (), ()
-  if metadata is not None:
-    metadata_file = dataset_utils.metadata_path(dataset_dir, name)
-    split = metadata['splits'].get(split_name)
-    if split is None:
-      raise ValueError("%s has no split '%s' (it has %s); %s" % (
-          metadata_file, split_name, ', '.join(sorted(metadata['splits'])),
-          _conversion_hint(name, dataset_dir)))
+  split = metadata['splits'].get(split_name) if metadata else None
+  files, shards, problem = None, (), None
+  if split is not None:
     num_samples, num_classes = split['num_samples'], metadata['num_classes']
     labels_to_names = dataset_utils.metadata_labels(metadata)
     directory = os.path.dirname(pattern)
     shards = tuple(split['shards'])
     files = tuple(os.path.join(directory, s['file']) for s in shards)
     if file_pattern:  # a subset the caller chose: of the shards we know
-      chosen = set(tf.io.gfile.glob(pattern))
-      shards = tuple(s for s, f in zip(shards, files) if f in chosen)
-      files = tuple(f for f in files if f in chosen)
+      shards = tuple(s for s, f in zip(shards, files)
+                     if fnmatch.fnmatchcase(f, pattern))
+      files = tuple(f for f in files if fnmatch.fnmatchcase(f, pattern))
       num_samples = sum(s['records'] for s in shards)
     if not files:
-      raise ValueError("no files match '%s' (dataset '%s', split '%s'); %s"
-                       % (pattern, name, split_name, _conversion_hint(name, dataset_dir)))
+      problem = "no files match '%s' (dataset '%s', split '%s'); %s" % (
+          pattern, name, split_name, _conversion_hint(name, dataset_dir))
   else:
-    if tf.io.gfile.exists(os.path.join(dataset_dir, '.%s-conversion.json' % name)):
-      # Ours, without metadata: unfinished, or from a version that wrote none
-      # (its splits.json). A rerun keeps the shards and adds the metadata.
-      legacy = tf.io.gfile.exists(os.path.join(dataset_dir,
-                                               dataset_utils.SPLITS_FILENAME))
-      raise ValueError('the conversion of %s into %s %s (no %s); %s' % (
-          name, dataset_dir,
-          'was made by an earlier version' if legacy else 'did not finish',
-          os.path.basename(dataset_utils.metadata_path(dataset_dir, name)),
-          _conversion_hint(name, dataset_dir).replace(' first', ' again')))
-    matched = tf.io.gfile.glob(pattern)
-    if not matched:
-      raise ValueError("no files match '%s' (dataset '%s', split '%s'); %s"
-                       % (pattern, name, split_name, _conversion_hint(name, dataset_dir)))
     num_samples, num_classes = info.splits[split_name], info.num_classes
-    if num_samples is None:
-      raise ValueError('%s is missing, so the size of %s is unknown; %s' % (
-          dataset_utils.metadata_path(dataset_dir, name), name,
-          _conversion_hint(name, dataset_dir)))
-    labels_to_names = {}
-    if (dataset_utils.has_labels(dataset_dir)
-        and not _labels_file_is_foreign(dataset_dir, name, matched)):
-      labels_to_names = dataset_utils.read_label_file(dataset_dir)
-
+    labels_to_names = _label_file(dataset_dir, name, [pattern])
+    if metadata is not None:
+      problem = "%s has no split '%s' (it has %s); %s" % (
+          dataset_utils.metadata_path(dataset_dir, name), split_name,
+          ', '.join(sorted(metadata['splits'])),
+          _conversion_hint(name, dataset_dir))
+  list_files = functools.partial(_converted_files, dataset_dir=dataset_dir,
+                                 files=files, problem=problem)
   dataset = Dataset(
       name=name, split_name=split_name, file_pattern=pattern,
-      num_samples=num_samples, num_classes=num_classes,
+      num_samples=num_samples or 0, num_classes=num_classes or 0,
       labels_to_names=labels_to_names, channels=info.channels,
       decoder=example_decoder(info.channels, info.image_size, info.has_boxes),
-      files=files, shards=shards, has_boxes=info.has_boxes,
-      image_size=info.image_size, tf_slim_records=True)
-  verify_shards(dataset)
+      shards=shards, has_boxes=info.has_boxes, image_size=info.image_size,
+      tf_slim_records=True, list_files=list_files)
+  if num_samples is None or num_classes is None:
+    dataset.check_files()  # why they are unknown, if its records say
+    raise ValueError('%s is missing, so the size of %s is unknown; %s' % (
+        dataset_utils.metadata_path(dataset_dir, name), name,
+        _conversion_hint(name, dataset_dir)))
   return dataset
 
 
+def _converted_files(dataset, digests, dataset_dir, files, problem):
+  """The record files of a split converted here (or by TF-Slim), checked:
+  the metadata's shards (`files`) against their sizes and digests, or,
+  without metadata, those matching the split's pattern."""
+  name = dataset.name
+  if not tf.io.gfile.isdir(dataset_dir):
+    raise ValueError("dataset_dir '%s' does not exist; %s"
+                     % (dataset_dir, _conversion_hint(name, dataset_dir)))
+  if problem:
+    raise ValueError(problem)
+  if files is not None:
+    verify_shards(dataset, digests)
+    return files
+  if tf.io.gfile.exists(os.path.join(dataset_dir, '.%s-conversion.json' % name)):
+    # Ours, without metadata: unfinished, or from a version that wrote none
+    # (its splits.json). A rerun keeps the shards and adds the metadata.
+    legacy = tf.io.gfile.exists(os.path.join(dataset_dir,
+                                             dataset_utils.SPLITS_FILENAME))
+    raise ValueError('the conversion of %s into %s %s (no %s); %s' % (
+        name, dataset_dir,
+        'was made by an earlier version' if legacy else 'did not finish',
+        os.path.basename(dataset_utils.metadata_path(dataset_dir, name)),
+        _conversion_hint(name, dataset_dir).replace(' first', ' again')))
+  matched = sorted(tf.io.gfile.glob(dataset.file_pattern))
+  if not matched:
+    raise ValueError("no files match '%s' (dataset '%s', split '%s'); %s" % (
+        dataset.file_pattern, name, dataset.split_name,
+        _conversion_hint(name, dataset_dir)))
+  return matched
+
+
 def _tf_slim_split(info, split_name, dataset_dir, file_pattern=None):
-  """The Dataset a TF-Slim dataset module's get_split returns, checked.
+  """The Dataset a TF-Slim dataset module's get_split returns, checked
+  (its decoder has 'image' and 'label'; it knows num_classes; its files,
+  when read).
 
   get_split is called in a graph of its own here, to read its facts, and
   again inside the pipeline's decoding function, so the tensors it makes
   (feature defaults, the decoder's ops) belong to the graph that uses them.
   """
   where = '%s.get_split' % (info.module or info.name)
-  if not tf.io.gfile.isdir(dataset_dir):
-    raise ValueError("dataset_dir '%s' does not exist (dataset '%s' reads "
-                     'records that %s describes)' % (dataset_dir, info.name, where))
 
   def get_split():
     return info.get_split(split_name, dataset_dir, file_pattern)
@@ -353,10 +455,6 @@ def _tf_slim_split(info, split_name, dataset_dir, file_pattern=None):
   channels = image.shape[-1] if image.shape.rank else None
   sources = dataset.data_sources
   sources = [sources] if isinstance(sources, str) else list(sources)
-  files = sorted({f for s in sources for f in tf.io.gfile.glob(s)})
-  if not files:
-    raise ValueError("no files match '%s' (dataset '%s', split '%s', from %s)"
-                     % (', '.join(sources), info.name, split_name, where))
   num_classes = getattr(dataset, 'num_classes', None) or info.num_classes
   if not num_classes:
     raise ValueError('%s returns a Dataset without num_classes: pass '
@@ -371,11 +469,29 @@ def _tf_slim_split(info, split_name, dataset_dir, file_pattern=None):
       file_pattern=os.path.abspath(sources[0]), num_samples=dataset.num_samples,
       num_classes=num_classes,
       labels_to_names=getattr(dataset, 'labels_to_names', None) or {},
-      channels=channels or 3, decoder=dataset.decoder, files=files,
+      channels=channels or 3, decoder=dataset.decoder,
       has_boxes='object/bbox' in dataset.decoder.list_items(),
       reader=dataset.reader,
       items_to_descriptions=dataset.items_to_descriptions,
-      graph_decoder=lambda: get_split().decoder)
+      graph_decoder=lambda: get_split().decoder,
+      list_files=functools.partial(_module_files, dataset_dir=dataset_dir,
+                                   sources=sources, where=where))
+
+
+def _module_files(dataset, digests, dataset_dir, sources, where):
+  """The record files a TF-Slim dataset module's get_split names (its
+  data_sources: files or patterns), checked: at least one exists."""
+  del digests  # a module's records have no metadata here
+  if not tf.io.gfile.isdir(dataset_dir):
+    raise ValueError("dataset_dir '%s' does not exist (dataset '%s' reads "
+                     'records that %s describes)' % (dataset_dir, dataset.name,
+                                                     where))
+  files = sorted({f for s in sources for f in tf.io.gfile.glob(s)})
+  if not files:
+    raise ValueError("no files match '%s' (dataset '%s', split '%s', from %s)"
+                     % (', '.join(sources), dataset.name, dataset.split_name,
+                        where))
+  return files
 
 
 _FEATURES = {

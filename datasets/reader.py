@@ -17,7 +17,6 @@ import inspect
 import tf_compat  # noqa: F401
 import tensorflow as tf
 
-from datasets import dataset_factory
 
 DEFAULT_SHUFFLE_BUFFER = 10000
 # TF-Slim's --num_readers and --num_preprocessing_threads, the defaults of
@@ -75,13 +74,10 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     shuffle = is_training
   if deterministic and seed is None:
     seed = 0
-  # The metadata's shard list, not a glob: files that merely match the
-  # pattern (another conversion's, a stray copy) are never read.
-  files = list(descriptor.files) or sorted(tf.io.gfile.glob(descriptor.file_pattern))
-  if not files:
-    raise ValueError("no files match '%s'" % descriptor.file_pattern)
-  # Sizes again (cheap): a shard may have changed since the descriptor was made.
-  dataset_factory.verify_shards(descriptor, digests=False)
+  # The records are checked here, where they are first read (get_dataset
+  # reads none): the metadata's shard list, not a glob, so files that merely
+  # match the pattern (another conversion's, a stray copy) are never read.
+  files = list(descriptor.check_files())
   use_boxes = bool(descriptor.has_boxes
                    and preprocess_fn is not None and _takes_bbox(preprocess_fn))
 

@@ -109,12 +109,16 @@ def dataset_classes(dataset_name, dataset_dir=None):
 
 def make_spec(model_name, dataset_name=None, dataset_dir=None,
               num_classes=None, labels_offset=0, image_size=None,
-              preprocessing_name=None, use_grayscale=False, checkpoint=None):
+              preprocessing_name=None, use_grayscale=False, checkpoint=None,
+              clips=False):
   """The ModelSpec of `model_name` trained on `dataset_name` (or with
   `num_classes` outputs); raises ValueError naming a flag at fault.
   labels_offset None: the one `checkpoint`'s classifier implies
-  (fine_tuning.default_labels_offset)."""
-  info = classifier.image_network_info(model_name)
+  (fine_tuning.default_labels_offset). A video network only with `clips`
+  (TF-Slim's inference graph of clips, export_inference_graph below): every
+  other export serves images."""
+  info = (nets_factory.get_info(model_name) if clips
+          else classifier.image_network_info(model_name))
   labels, decode_channels = {}, 3
   if dataset_name:
     total, labels, decode_channels = dataset_classes(dataset_name, dataset_dir)
@@ -466,15 +470,17 @@ def read_info(directory):
 # -- TF-Slim's export_inference_graph ----------------------------------------
 def export_inference_graph(spec, output_file, batch_size=None,
                            is_training=False, checkpoint=None, as_text=False,
-                           overwrite=False):
+                           overwrite=False, num_frames=None):
   """Writes the GraphDef of `spec`'s network on an `input` placeholder of
   [batch_size, H, W, C] (TF-Slim's graph, plus `logits` and `probabilities`
-  nodes); with a checkpoint, frozen (variables folded into constants).
-  Returns a dict describing what was written."""
+  nodes), or of clips [batch_size, num_frames, H, W, C] for a video network
+  (TF-Slim's --is_video_model); with a checkpoint, frozen (variables folded
+  into constants). Returns a dict describing what was written."""
   check_destination(output_file, overwrite, '--output_file')
+  shape = ((batch_size,) + ((num_frames,) if num_frames else ()) +
+           spec.image_shape)
   with tf.Graph().as_default() as graph:
-    images = tf1.placeholder(tf.float32, (batch_size,) + spec.image_shape,
-                             name='input')
+    images = tf1.placeholder(tf.float32, shape, name='input')
     logits = network_logits(spec, images, is_training=is_training)
     tf.identity(logits, name='logits')
     tf.nn.softmax(logits, name='probabilities')
@@ -494,6 +500,6 @@ def export_inference_graph(spec, output_file, batch_size=None,
     else:
       with open(staged, 'wb') as f:
         f.write(graph_def.SerializeToString())
-  return {'input': 'input', 'shape': [batch_size] + list(spec.image_shape),
+  return {'input': 'input', 'shape': list(shape),
           'outputs': ['logits', 'probabilities'], 'frozen': bool(checkpoint),
           'moving_averages': averaged, 'nodes': len(graph_def.node)}

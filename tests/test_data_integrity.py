@@ -17,6 +17,7 @@ from datasets import converters
 from datasets import dataset_factory
 from datasets import dataset_utils
 from datasets import reader
+from test_datasets import READERS, start_reading
 from test_converters import (make_cifar_source, make_flowers_source,
                              make_mnist_source, jpeg_bytes, pil_pixels, random_image,
                              read_split, record_files)
@@ -50,8 +51,9 @@ def test_two_datasets_in_one_directory_never_mix(tmp_path):
   images, labels = read_split('cifar10', 'test', out)
   np.testing.assert_array_equal(np.stack(images), np.stack(cifar['test'][0]))
   assert sorted(metadata(out, 'mnist')['splits']) == ['test', 'train']
+  flowers = dataset_factory.get_dataset('flowers', 'train', out)
   with pytest.raises(ValueError, match="no files match '.*flowers_train_"):
-    dataset_factory.get_dataset('flowers', 'train', out)
+    flowers.check_files()
 
 
 def test_failed_conversion_leaves_the_previous_dataset_readable(tmp_path):
@@ -91,9 +93,10 @@ def test_unfinished_conversion_is_not_read_as_tf_slim_records(tmp_path, monkeypa
     converters.convert('mnist', str(tmp_path / 'out'), source_dir=str(tmp_path),
                        num_shards=5, num_threads=1)
   assert record_files('mnist', 'train', str(tmp_path / 'out'))  # two shards kept
+  descriptor = dataset_factory.get_dataset('mnist', 'train', str(tmp_path / 'out'))
   with pytest.raises(ValueError, match='the conversion of mnist into .* did not '
                      'finish .*run download_and_convert_data.py .* again'):
-    dataset_factory.get_dataset('mnist', 'train', str(tmp_path / 'out'))
+    start_reading(descriptor, 'tf.data')
 
 
 # --- 4. durable, verified shards ------------------------------------------------
@@ -120,32 +123,42 @@ def test_metadata_holds_each_shards_size_and_record_count(digits_dir):
         s['records'] for s in shards)
 
 
-def test_truncated_shard_stops_reading_with_one_line_naming_it(digits_dir):
-  descriptor = dataset_factory.get_dataset('digits', 'train', digits_dir)
+@pytest.mark.parametrize('how', READERS)
+def test_truncated_shard_stops_reading_with_one_line_naming_it(digits_dir, how):
   shard = os.path.join(digits_dir, 'digits_train-00001-of-00002.tfrecord')
   size = os.path.getsize(shard)
   with open(shard, 'r+b') as f:
     f.truncate(size // 2)
-  message = re.escape('shard %s is truncated: %d bytes, its conversion wrote %d'
-                      % (shard, size // 2, size))
-  with pytest.raises(ValueError, match=message) as error:
-    dataset_factory.get_dataset('digits', 'train', digits_dir)
+  descriptor = dataset_factory.get_dataset('digits', 'train', digits_dir)
+  with pytest.raises(ValueError, match=re.escape(
+      'shard %s is truncated: %d bytes, its conversion wrote %d'
+      % (shard, size // 2, size))) as error:
+    start_reading(descriptor, how)
   assert '\n' not in str(error.value)
-  with tf.Graph().as_default():  # a descriptor made before the damage
-    with pytest.raises(ValueError, match=message):
-      reader.make_dataset(descriptor, batch_size=8)
 
 
-def test_replaced_shard_of_the_same_size_is_named(digits_dir):
+def test_shard_truncated_after_the_first_read_stops_the_next(digits_dir):
+  descriptor = dataset_factory.get_dataset('digits', 'train', digits_dir)
+  start_reading(descriptor, 'tf.data')
+  shard = os.path.join(digits_dir, 'digits_train-00001-of-00002.tfrecord')
+  with open(shard, 'r+b') as f:
+    f.truncate(os.path.getsize(shard) // 2)
+  with pytest.raises(ValueError, match=re.escape('shard %s is truncated' % shard)):
+    start_reading(descriptor, 'DatasetDataProvider')
+
+
+@pytest.mark.parametrize('how', READERS)
+def test_replaced_shard_of_the_same_size_is_named(digits_dir, how):
   shard = os.path.join(digits_dir, 'digits_validation-00000-of-00002.tfrecord')
   with open(shard, 'r+b') as f:
     data = bytearray(f.read())
     data[len(data) // 2] ^= 0xff
     f.seek(0)
     f.write(bytes(data))
+  descriptor = dataset_factory.get_dataset('digits', 'validation', digits_dir)
   with pytest.raises(ValueError, match=re.escape(
       'shard %s was replaced or altered since its conversion' % shard)):
-    dataset_factory.get_dataset('digits', 'validation', digits_dir)
+    start_reading(descriptor, how)
 
 
 def test_replaced_shard_of_another_size_is_named(digits_dir):
@@ -153,16 +166,19 @@ def test_replaced_shard_of_another_size_is_named(digits_dir):
   other = os.path.join(digits_dir, 'digits_validation-00000-of-00002.tfrecord')
   with open(other, 'rb') as f, open(shard, 'wb') as g:
     g.write(f.read())
+  descriptor = dataset_factory.get_dataset('digits', 'train', digits_dir)
   with pytest.raises(ValueError, match=re.escape('shard %s is' % shard)):
-    dataset_factory.get_dataset('digits', 'train', digits_dir)
+    descriptor.check_files()
 
 
-def test_missing_shard_is_named(digits_dir):
+@pytest.mark.parametrize('how', READERS)
+def test_missing_shard_is_named(digits_dir, how):
   shard = os.path.join(digits_dir, 'digits_train-00001-of-00002.tfrecord')
   os.remove(shard)
+  descriptor = dataset_factory.get_dataset('digits', 'train', digits_dir)
   with pytest.raises(ValueError, match=re.escape('shard %s of digits train is missing'
                                                  % shard)):
-    dataset_factory.get_dataset('digits', 'train', digits_dir)
+    start_reading(descriptor, how)
 
 
 def test_stray_file_matching_the_pattern_is_not_read(digits_dir):
@@ -396,10 +412,11 @@ def test_directory_of_an_earlier_version_is_upgraded_by_a_rerun(digits_dir):
   os.remove(os.path.join(digits_dir, 'digits_dataset.json'))
   with open(os.path.join(digits_dir, 'splits.json'), 'w') as f:  # what it wrote
     json.dump({'train': 1437, 'validation': 360, 'num_classes': 10}, f)
+  descriptor = dataset_factory.get_dataset('digits', 'train', digits_dir)
   with pytest.raises(ValueError, match='the conversion of digits into .* was made by '
                      'an earlier version \\(no digits_dataset.json\\); run '
                      'download_and_convert_data.py .* again'):
-    dataset_factory.get_dataset('digits', 'train', digits_dir)
+    descriptor.check_files()
   shard = os.path.join(digits_dir, 'digits_train-00000-of-00002.tfrecord')
   mtime = os.stat(shard).st_mtime_ns
   converters.convert('digits', digits_dir, num_shards=2)

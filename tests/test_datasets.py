@@ -3,6 +3,7 @@ import dataclasses
 import fnmatch
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -116,18 +117,62 @@ def test_unknown_split_names_the_valid_ones(digits_dir):
     dataset_factory.get_dataset('digits', 'test', digits_dir)
 
 
-def test_missing_dataset_dir_says_how_to_create_it(tmp_path):
+def start_reading(descriptor, how):
+  """Builds, in a graph of its own, what reads `descriptor` first: the
+  tf.data reader's pipeline or TF-Slim's DatasetDataProvider."""
+  import tf_slim as slim  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default():
+    if how == 'tf.data':
+      reader.make_dataset(descriptor, batch_size=1)
+    else:
+      slim.dataset_data_provider.DatasetDataProvider(descriptor, num_readers=1)
+
+
+READERS = ('tf.data', 'DatasetDataProvider')
+
+
+def test_get_dataset_reads_only_the_metadata(digits_dir, tmp_path, monkeypatch):
+  """As TF-Slim's get_dataset: sizes, classes and names from the metadata
+  (digits_dataset.json, alone here: the records stayed behind), no record
+  listed, measured or opened."""
+  shutil.copy(os.path.join(digits_dir, 'digits_dataset.json'), str(tmp_path))
+
+  def refused(*args, **kwargs):
+    raise AssertionError('get_dataset read the records: %r' % (args,))
+
+  monkeypatch.setattr(tf.io.gfile, 'glob', refused)
+  monkeypatch.setattr(tf.io.gfile, 'stat', refused)
+  monkeypatch.setattr(dataset_utils, 'shard_digest', refused)
+  dataset = dataset_factory.get_dataset('digits', 'train', str(tmp_path))
+  assert (dataset.num_samples, dataset.num_classes) == (1437, 10)
+  assert dataset.labels_to_names[3] == 'three'
+  assert len(dataset.shards) == 3
+
+
+def test_imagenet_classes_are_known_without_its_records(tmp_path):
+  """TF-Slim's export_inference_graph.py asks get_dataset('imagenet',
+  'train', FLAGS.dataset_dir) only for num_classes, '' by default."""
+  for dataset_dir in ('', str(tmp_path), str(tmp_path / 'nowhere')):
+    dataset = dataset_factory.get_dataset('imagenet', 'train', dataset_dir)
+    assert (dataset.num_classes, dataset.num_samples) == (1001, 1281167)
+
+
+@pytest.mark.parametrize('how', READERS)
+def test_missing_dataset_dir_says_how_to_create_it_when_read(tmp_path, how):
   missing = str(tmp_path / 'nowhere')
+  dataset = dataset_factory.get_dataset('mnist', 'train', missing)
   with pytest.raises(ValueError, match=re.escape(
       "dataset_dir '%s' does not exist; run download_and_convert_data.py "
       "--dataset_name=mnist --dataset_dir=%s first" % (missing, missing))):
-    dataset_factory.get_dataset('mnist', 'train', missing)
+    start_reading(dataset, how)
 
 
-def test_no_matching_files_names_the_pattern(tmp_path):
+@pytest.mark.parametrize('how', READERS)
+def test_no_matching_files_names_the_pattern_when_read(tmp_path, how):
   pattern = os.path.join(str(tmp_path), 'flowers_train_*.tfrecord')
+  dataset = dataset_factory.get_dataset('flowers', 'train', str(tmp_path))
   with pytest.raises(ValueError, match=re.escape("no files match '%s'" % pattern)):
-    dataset_factory.get_dataset('flowers', 'train', str(tmp_path))
+    start_reading(dataset, how)
 
 
 def test_image_folder_without_metadata_is_an_error(tmp_path):
@@ -290,3 +335,36 @@ def test_tf_slim_queues_and_the_reader_give_the_same_images_and_labels(digits_di
     np.testing.assert_array_equal(their_image.astype(np.float32), our_images[0])
     assert their_label == our_labels[0]
   assert len({int(label) for _, label in theirs}) == 10
+
+
+def _first_record(dataset):
+  return tf1.data.make_one_shot_iterator(
+      tf.data.TFRecordDataset(list(dataset.files)).take(1)).get_next()
+
+
+def test_decoder_is_tf_slims_example_decoder(digits_dir):
+  import tf_slim as slim  # pylint: disable=import-outside-toplevel
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir)
+  assert isinstance(dataset.decoder, slim.tfexample_decoder.TFExampleDecoder)
+  assert type(dataset.decoder).__name__ == 'TFExampleDecoder'
+  with tf.Graph().as_default():
+    image, label = dataset.decoder.decode(_first_record(dataset),
+                                          ['image', 'label'])
+    with tf1.Session() as sess:
+      image, label = sess.run([image, label])
+  assert image.shape == (8, 8, 1) and 0 <= label < 10
+
+
+def test_decoder_called_as_before_gives_the_image_and_label_of_decode(digits_dir):
+  """This project's earlier API: `image, label = dataset.decoder(serialized)`."""
+  dataset = dataset_factory.get_dataset('digits', 'validation', digits_dir)
+  with tf.Graph().as_default():
+    serialized = _first_record(dataset)
+    called = dataset.decoder(serialized)
+    decoded = dataset.decode(serialized)
+    assert [t.dtype for t in called] == [tf.uint8, tf.int64]
+    assert called[1].shape.rank == 0
+    with tf1.Session() as sess:
+      called, decoded = sess.run([called, decoded])
+  np.testing.assert_array_equal(called[0], decoded[0])
+  assert called[1] == decoded[1]

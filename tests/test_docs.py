@@ -79,6 +79,8 @@ def _commands():
         if not line.startswith('python '):
           continue
         words = shlex.split(line)[1:]
+        if words[0] == '-m' and words[1] != 'deployment.launch':
+          continue  # a module of TensorFlow's (freeze_graph), not a script
         if words[:2] == ['-m', 'deployment.launch']:
           found.append((page, 'deployment/launch.py',
                         _flags(words[2:words.index('--')])))

@@ -157,6 +157,40 @@ def test_inference_graph_has_tf_slims_input_and_text_format(tmp_path):
     assert graph.get_tensor_by_name('logits:0').shape.as_list() == [2, 1001]
 
 
+@pytest.mark.timeout(300)
+def test_inference_graph_of_a_video_network_takes_tf_slims_clips(tmp_path):
+  output = str(tmp_path / 'i3d.pb')
+  result = run('export_inference_graph.py', '--model_name=i3d',
+               '--is_video_model', '--num_frames=8', '--batch_size=1',
+               '--output_file=' + output)
+  assert result.returncode == 0, result.stderr[-3000:]
+  graph_def = tf1.GraphDef()
+  with open(output, 'rb') as f:
+    graph_def.ParseFromString(f.read())
+  nodes = {n.name: n for n in graph_def.node}
+  assert [d.size for d in nodes['input'].attr['shape'].shape.dim] == [
+      1, 8, 224, 224, 3]
+  with tf.Graph().as_default() as graph:
+    tf.import_graph_def(graph_def, name='')
+    assert graph.get_tensor_by_name('logits:0').shape.as_list() == [1, 1001]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize('flag, message', [
+    ('--quantize', '--quantize: quantization-aware graphs died with '
+     'tf.contrib; export a quantized TFLite model with export_model.py '
+     '--format=tflite --quantize=int8'),
+    ('--is_video_model', "--is_video_model: model_name 'inception_v3' takes "
+     'images, not clips (the video networks: i3d, s3dg)'),
+])
+def test_tf_slim_export_flags_this_script_cannot_honour_are_one_line(
+    flag, message, tmp_path):
+  result = run('export_inference_graph.py', '--model_name=inception_v3', flag,
+               '--output_file=' + str(tmp_path / 'graph.pb'))
+  assert error_line(result) == 'export_inference_graph: error: ' + message
+  assert not os.listdir(str(tmp_path))
+
+
 def test_saved_model_images_signature_gives_the_checkpoints_logits(
     saved_model, validation, checkpoint_logits):
   model = inference.open_model(saved_model=saved_model)

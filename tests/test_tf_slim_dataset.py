@@ -110,6 +110,36 @@ def test_its_decoder_reads_the_records_as_ours_does(user_module):
   assert sorted(np.bincount(theirs[1])) == [12, 12, 12]
 
 
+def test_its_decoder_stays_its_own_and_is_callable_as_ours(user_module):
+  """The module's TFExampleDecoder, left as it was, read through the
+  Dataset's `decoder(serialized)` (this project's earlier API): the pixels
+  and label our own descriptor decodes."""
+  theirs = dataset_factory.get_dataset('shapes', 'train', 'data')
+  ours = dataset_factory.get_dataset('image_folder', 'train', 'data')
+  module_decoder = sys.modules['shapes'].get_split('train', 'data').decoder
+  assert type(theirs.decoder).__name__ == type(module_decoder).__name__
+  assert isinstance(theirs.decoder, type(module_decoder))
+  assert not callable(module_decoder)
+  with tf.Graph().as_default():
+    serialized = tf1.data.make_one_shot_iterator(
+        tf.data.TFRecordDataset(list(ours.files)).take(1)).get_next()
+    with tf1.Session() as session:
+      (image, label), (our_image, our_label) = session.run(
+          [theirs.decoder(serialized), ours.decoder(serialized)])
+  np.testing.assert_array_equal(image, our_image)
+  assert label == our_label
+
+
+def test_its_missing_records_are_named_when_read(user_module):
+  os.makedirs('empty', exist_ok=True)
+  descriptor = dataset_factory.get_dataset('shapes', 'train', 'empty')
+  assert (descriptor.num_samples, descriptor.num_classes) == (36, 3)
+  with pytest.raises(ValueError, match=r"^no files match 'empty/image_folder_"
+                     r"train-\*.tfrecord' \(dataset 'shapes', split 'train', "
+                     r"from shapes.get_split\)$"):
+    descriptor.check_files()
+
+
 def test_a_registration_call_plugs_in_the_same_module(user_module):
   sys.path.insert(0, str(user_module))
   try:
