@@ -16,7 +16,12 @@ look for it. It claims 4 CPUs whatever the machine has
 (proctrack/linuxproc, task/none), no accounting: a finished job stays in
 `scontrol show job` for MinJobAge (10 minutes). A requeued job waits
 cred_expire (Slurm's default 120s; 10s here) before it may start again, and
-the scheduler runs every 2s instead of every 60s.
+the scheduler runs every 2s instead of every 60s. With that short wait,
+MessageTimeout must exceed KillWait (30s): slurmd answers slurmctld's
+request to end a job only once the job's processes are gone, after up to
+KillWait; at the default 10s slurmctld gives up waiting and sends the request
+again a minute later, which then ends the requeued job's next run (Slurm's
+120s wait outlasts that retry).
 
 Needs root (slurmd starts the jobs as their users) and Debian's slurm-wlm
 and munge (`.ci/run` installs them as root).
@@ -71,6 +76,7 @@ SwitchType=switch/none
 ReturnToService=2
 JobRequeue=1
 KillWait=30
+MessageTimeout=60
 MinJobAge=600
 InactiveLimit=0
 NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN

@@ -217,7 +217,7 @@ def test_the_docs_script_collective_layout_requeues_a_killed_rank_and_resumes(
     slurm_node, digits, tmp_path):
   train_dir = tmp_path / 'run'
   log = tmp_path / 'slurm.out'
-  steps = 200
+  steps = 120
   script = _one_node_script(tmp_path, digits, train_dir, ntasks=2,
                             steps=steps, more=[
       ('--num_ps_tasks=1',
@@ -239,7 +239,7 @@ def test_the_docs_script_collective_layout_requeues_a_killed_rank_and_resumes(
 
   steps_done = lambda: [int(s) for s in STEP.findall(_read(log))]
   wait(lambda: tf.train.latest_checkpoint(str(train_dir)) and
-       max(steps_done() or [0]) >= 60, 240,
+       max(steps_done() or [0]) >= 40, 240,
        'training past its first checkpoint')
   rank1 = [pid for pid, (environ, argv) in
            slurm_node.job_processes(job_id).items()
