@@ -106,14 +106,13 @@ def why_unavailable():
         'a private Slurm needs root (slurmd starts jobs as their users); '
         'CI runs as root', skip=True)
   if missing:
+    what = 'Slurm is not installed (no %s)' % ', '.join(missing)
     if not shutil.which('apt-get'):
-      return SlurmUnavailable(
-          '%s not installed and no apt-get to install %s' % (
-              ', '.join(missing), PACKAGES), skip=True)
+      return SlurmUnavailable('%s and there is no apt-get to install %s' % (
+          what, PACKAGES), skip=True)
     return SlurmUnavailable(
-        '%s not installed: apt-get install -y --no-install-recommends %s '
-        '(.ci/run does, as root)' % (', '.join(missing), PACKAGES),
-        skip=False)
+        '%s: apt-get install -y --no-install-recommends %s (.ci/run does, '
+        'as root)' % (what, PACKAGES), skip=False)
   return None
 
 
@@ -254,6 +253,20 @@ class SlurmCluster(object):
         return True
       time.sleep(0.1)
     return False
+
+  def cancel(self, job_id, seconds=STOP_SECONDS):
+    """scancel `job_id`, then wait (bounded) until its processes are gone and
+    it holds no CPUs (a test's job left running would keep the next test's
+    job pending)."""
+    self.run('scancel', str(job_id), check=False, timeout=10)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+      if not self.job_processes(job_id) and self.job(job_id).get(
+          'JobState') not in ('RUNNING', 'COMPLETING', 'SUSPENDED'):
+        return
+      time.sleep(0.5)
+    raise AssertionError('job %s still on the node %ds after scancel' % (
+        job_id, seconds))
 
   def stop(self):
     """Cancels every job, waits (bounded) for them to leave the node, then
