@@ -67,11 +67,8 @@ import tf_slim as slim
 
 import tf_compat  # noqa: F401
 from deployment import cluster
-# The all-reduce layouts; broadcast_from_chief and collective_deployment are
-# here for the runner, which reaches them through model_deploy.
-from deployment.all_reduce import (  # noqa: F401  pylint: disable=unused-import
-    Copies, all_reduce_gradients, broadcast_from_chief, collective_deployment,
-    replica_slots)
+# The all-reduce layouts: the clone mechanism's one seam to them.
+from deployment.all_reduce import Copies, all_reduce_gradients, replica_slots
 
 tf1 = tf.compat.v1
 

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 import tf_compat  # noqa: F401
 import zoo_errors
+from deployment import all_reduce
 from deployment import cluster as cluster_lib
 from deployment import model_deploy
 from runner import faults
@@ -427,7 +428,7 @@ class Estimator(object):
             save_steps=cfg.save_checkpoints_steps, scaffold=scaffold,
             listeners=saving_listeners, keep=keep)
         chief_hooks.append(saver_hook)
-      collective = model_deploy.collective_deployment()
+      collective = all_reduce.collective_deployment()
       last = run_hooks.LastStepHook()
       all_hooks.append(last)
       cluster = cfg.cluster
@@ -601,7 +602,7 @@ class Estimator(object):
                        'cluster says it is%s' % (
                            '' if deployment.is_chief else ' not',
                            '' if self._config.is_chief else ' not'))
-    broadcast = model_deploy.broadcast_from_chief(deployment,
+    broadcast = all_reduce.broadcast_from_chief(deployment,
                                                   tf1.global_variables())
     return sessions.CollectiveSessionCreator(
         scaffold, self._session_target(), self._config.session_config,

@@ -51,6 +51,7 @@ import threading
 import tensorflow as tf
 
 import tf_compat  # noqa: F401
+from deployment import all_reduce
 from deployment import model_deploy
 from runner import estimator as est
 
@@ -111,9 +112,8 @@ class _GradientGatherer(object):
       clones = [model_deploy.Clone(None, r.scope, self.config.clone_device(i),
                                    copies=r.copies)
                 for i, r in enumerate(self.records)]
-      reduced = model_deploy.all_reduce_gradients(clones, parts,
-                                                   self.config)
-      with model_deploy.replica_slots(clones):
+      reduced = all_reduce.all_reduce_gradients(clones, parts, self.config)
+      with all_reduce.replica_slots(clones):
         return apply_fn(reduced, global_step=global_step, name=name)
 
 
