@@ -5,7 +5,6 @@ on 127.0.0.1) whose tasks get only Slurm's variables and train."""
 import json
 import os
 import re
-import socket
 
 import pytest
 import tensorflow as tf
@@ -13,6 +12,7 @@ import tensorflow as tf
 from deployment import cluster
 from deployment import launch
 from deployment import slurm
+import slurm_cluster  # tests/ is on sys.path (rootdir conftest)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
@@ -116,31 +116,12 @@ def test_bad_slurm_variables_are_named(environ, message):
   assert str(raised.value) == message
 
 
-def _free_run_of_ports(count):
-  """A base port whose next `count` ports are free now."""
-  for _ in range(50):
-    base = launch.free_ports(1)[0]
-    sockets = []
-    try:
-      for port in range(base, base + count):
-        s = socket.socket()
-        s.bind(('127.0.0.1', port))
-        sockets.append(s)
-      return base
-    except OSError:
-      continue
-    finally:
-      for s in sockets:
-        s.close()
-  raise AssertionError('no %d free ports in a row' % count)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_job_started_by_srun_variables_alone_trains(digits, tmp_path):
   """What `srun --ntasks=3 python train_image_classifier.py ...
   --num_ps_tasks=1` gives each task, on one node 127.0.0.1."""
-  base = _free_run_of_ports(3)
+  base = slurm_cluster.free_run_of_ports(3)
   train_dir = tmp_path / 'run'
   argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
           '--model_name=lenet', '--train_dir=%s' % train_dir,
