@@ -67,8 +67,7 @@ class ChiefSessionCreator(tf1.train.SessionCreator):
         self._master, saver=scaffold.saver,
         checkpoint_filename_with_path=checkpoint, config=self._config,
         init_op=init_op, init_feed_dict=scaffold.init_feed_dict,
-        init_fn=(lambda session: init_fn(scaffold, session)) if init_fn
-        else None)
+        init_fn=init_fn)  # Scaffold has already bound itself to its init_fn
     self.created += 1
     return self.session
 
@@ -146,7 +145,7 @@ class CollectiveSessionCreator(tf1.train.SessionCreator):
       else:
         session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
         if scaffold.init_fn:
-          scaffold.init_fn(scaffold, session)
+          scaffold.init_fn(session)
     session.run(self._broadcast)
     session.run(scaffold.local_init_op,
                 feed_dict=scaffold.local_init_feed_dict)
