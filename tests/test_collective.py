@@ -279,3 +279,21 @@ def test_a_hung_worker_stops_the_others_after_the_collective_timeout(
       r'than 10s for the other workers \(last checkpoint: step \d+\): a '
       r'worker stopped, hangs or has not started; this task stops '
       r'\(--collective_timeout_secs\)$', last), last
+
+
+def test_the_collective_chief_runs_the_scaffolds_init_fn_before_the_broadcast():
+  """Fine-tuning in the collective layout: with no checkpoint in the
+  train_dir, the chief initialises and then runs the Scaffold's init_fn
+  (the restore of --checkpoint_path), with the session alone."""
+  from runner import sessions
+  with tf.Graph().as_default():
+    weights = tf1.get_variable('w', initializer=tf.zeros([3]))
+    published = np.array([1., 2., 3.], np.float32)
+    scaffold = tf1.train.Scaffold(
+        init_fn=lambda scaffold, session: weights.load(published, session))
+    creator = sessions.CollectiveSessionCreator(
+        scaffold, '', None, broadcast=tf.no_op(), is_chief=True,
+        checkpoint=None)
+    session = creator.create_session()
+    np.testing.assert_array_equal(session.run(weights), published)
+    session.close()
