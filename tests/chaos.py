@@ -1,8 +1,10 @@
-"""Chaos: SIGKILL random tasks of a launcher job at random moments; the job
-heals itself (`python -m deployment.launch --max_restarts`).
+"""Chaos: SIGKILL random tasks of a job at random moments; the job heals
+itself, under the launcher (`python -m deployment.launch --max_restarts`) or
+as Kubernetes runs it (`pods`: each task restarted alone at its address).
 
     python tests/chaos.py --layout=ps --kills=10            # the long form
     python tests/chaos.py --layout=collective --kills=10
+    python tests/chaos.py --layout=pods --kills=10
 
 For each layout (1 ps + 2 workers, asynchronous; 2 workers with collective
 all-reduce) it trains LeNet on digits once undisturbed and once while
@@ -14,6 +16,15 @@ every checkpoint left reads back whole, that the latest checkpoint's step
 never went down and each restart resumed from the last checkpoint, and that
 the model evaluates within `tolerance` of the undisturbed one. It prints one
 line of figures per layout; tests/test_chaos.py runs the short form in CI.
+
+The `pods` layout is the ps layout without the launcher, the way a TFJob
+with `restartPolicy: ExitCode` (deployment/k8s/tfjob-ps.yaml) runs it: every
+task a process of its own from TF_CONFIG at a fixed address; a task that
+ends with a retryable status (128 + a signal, or 200) is started again,
+alone, at the same address. The first kill is the ps (it comes back empty:
+the chief restores its newest checkpoint), the chief is killed at least
+once; when the chief ends, the ps and the worker must end by themselves with
+0 within 30 s.
 """
 import argparse
 import json
@@ -35,16 +46,29 @@ CHIEF_STEP = re.compile(r'^\[worker:0\] step (\d+)/\d+ ', re.M)
 RESTART = re.compile(r'^launch: restart (\d+)/\d+: (\S+) exited (\d+) '
                      r'\(([^)]*)\); resuming from step (\d+)$', re.M)
 RESUMING = re.compile(r'^\[worker:0\] Resuming from \S+ \(step (\d+)\)$', re.M)
+POD_RESTART = re.compile(r'^pods: restart (\d+): (\S+) exited (\d+) '
+                         r'\(([^)]*)\); started again at (\S+)$', re.M)
+RECOVERED = re.compile(
+    r'^\[worker:0\] (\S+) \(\S+\) came back empty at step (\d+); '
+    r'(?:restored \S*model\.ckpt-(\d+)|no checkpoint yet: initialising the '
+    r'model)$', re.M)
+ENDED = re.compile(r'^pods: (\S+) ended by itself with (\d+|none)$', re.M)
+
+
+def lenet_on_digits(digits, train_dir, steps, *extra):
+  """The training script's command of the cluster tests: LeNet on digits,
+  plain SGD at a fixed rate, then `extra` flags."""
+  return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=lenet', '--train_dir=%s' % train_dir,
+          '--max_number_of_steps=%d' % steps, '--batch_size=50',
+          '--optimizer=sgd', '--learning_rate=0.01',
+          '--learning_rate_decay_type=fixed', '--weight_decay=0'] + list(extra)
 
 
 def training_command(digits, train_dir, steps, layout):
-  command = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
-             '--model_name=lenet', '--train_dir=%s' % train_dir,
-             '--max_number_of_steps=%d' % steps, '--batch_size=50',
-             '--optimizer=sgd', '--learning_rate=0.01',
-             '--learning_rate_decay_type=fixed', '--weight_decay=0',
-             '--log_every_n_steps=10', '--save_interval_steps=20',
-             '--async_worker_warmup_steps=30']
+  command = lenet_on_digits(digits, train_dir, steps, '--log_every_n_steps=10',
+                            '--save_interval_steps=20',
+                            '--async_worker_warmup_steps=30')
   if layout == 'collective':
     command += ['--variable_update=collective_all_reduce',
                 '--collective_timeout_secs=60']
@@ -98,8 +122,11 @@ class _CheckpointWatch(threading.Thread):
 
 def run_job(digits, train_dir, steps, layout, kills=0, max_delay=4.0,
             seed=0, timeout=900, log_path=None):
-  """Runs one launcher job, killing `kills` times; returns (status, log,
+  """Runs one launcher job (`pods`: run_pods), killing `kills` times; returns (status, log,
   kills made [(time, task, step)], checkpoint steps seen)."""
+  if layout == 'pods':
+    return run_pods(digits, train_dir, steps, kills, max_delay, seed, timeout,
+                    log_path)
   rng = random.Random(seed)
   argv = launcher_argv(layout, max_restarts=kills + 2) + ['--'] + \
       training_command(digits, train_dir, steps, layout)
@@ -163,6 +190,153 @@ def run_job(digits, train_dir, steps, layout, kills=0, max_delay=4.0,
   return status, text(), made, watch.steps
 
 
+def run_pods(digits, train_dir, steps, kills=0, max_delay=4.0, seed=0,
+             timeout=900, log_path=None):
+  """Runs 1 ps + 2 workers as Kubernetes' pods, killing `kills` times (the
+  ps first, the chief at least once); returns what run_job returns. The log
+  holds every task's lines (`[ps:0] ...`) and the supervisor's (`pods:
+  ...`), like the launcher's."""
+  from deployment import launch
+  import zoo_errors
+  rng = random.Random(seed)
+  jobs = launch.cluster_of(1, 2)
+  argv = training_command(digits, train_dir, steps, 'ps')
+  log_path = log_path or str(train_dir) + '.log'
+  log = open(log_path, 'w+')
+  env = dict(os.environ)
+  env.pop('TF_CONFIG', None)
+
+  def start(kind, index):
+    return launch.Task('%s:%d' % (kind, index), argv,
+                       launch.tf_config(jobs, kind, index), out=log, cwd=ROOT,
+                       env=env)
+
+  def say(line):
+    log.write('pods: %s\n' % line)
+    log.flush()
+
+  def text():
+    with open(log_path) as f:
+      return f.read()
+
+  tasks = {'ps:0': start('ps', 0), 'worker:0': start('worker', 0),
+           'worker:1': start('worker', 1)}
+  watch = _CheckpointWatch(str(train_dir))
+  watch.start()
+  chief_kill = rng.randrange(1, kills) if kills > 1 else None
+  made, restarts, deadline = [], 0, time.time() + timeout
+
+  def supervise():
+    """Starts again each task that ended retryable; the chief's status once
+    it ended otherwise."""
+    nonlocal restarts
+    for name, task in sorted(tasks.items()):
+      code = task.poll()
+      if code is None:
+        continue
+      status = launch.shell_status(code)
+      if name == 'worker:0' and not zoo_errors.is_retryable(status):
+        return status
+      if zoo_errors.is_retryable(status) and restarts < kills + 2:
+        restarts += 1
+        kind, index = name.split(':')
+        tasks[name] = start(kind, int(index))
+        say('restart %d: %s exited %d (%s); started again at %s' % (
+            restarts, name, status, zoo_errors.status_meaning(status),
+            jobs[kind][int(index)]))
+    return None
+
+  status = None
+  try:
+    for k in range(kills + 1):
+      # k < kills: trained since the last restart, then a random delay;
+      # meanwhile (and after the last kill, until the chief ends) supervise.
+      ready = None
+      while time.time() < deadline and status is None:
+        status = supervise()
+        now = text()
+        started = list(POD_RESTART.finditer(now))
+        if (k < kills and ready is None and len(started) >= len(made) and
+            CHIEF_STEP.search(now[started[-1].end() if started else 0:])):
+          ready = time.time() + rng.uniform(0, max_delay)
+        if ready is not None and time.time() >= ready:
+          break
+        time.sleep(0.2)
+      if k == kills or status is not None or time.time() >= deadline:
+        break
+      name = 'ps:0' if k == 0 else 'worker:0' if k == chief_kill else \
+          rng.choice(sorted(tasks))
+      tasks[name].process.kill()
+      made.append((time.time(), name, watch.steps[-1] if watch.steps else 0))
+    # The chief ended: every other task ends by itself within 30 s.
+    for name in sorted(tasks):
+      if name != 'worker:0':
+        code = tasks[name].wait(30 if status is not None else 0)
+        say('%s ended by itself with %s' % (
+            name, 'none' if code is None else launch.shell_status(code)))
+  finally:
+    for task in tasks.values():
+      task.kill()
+    watch.done = True
+    watch.join(2)
+  return status, text(), made, watch.steps
+
+
+def _pods_resumed(log, made):
+  """The failures of the restarts of a `pods` run. After each restart the
+  chief goes on from the newest checkpoint at the kill (or a later one): a
+  restarted ps with one line naming it, a restarted chief resuming; then
+  its first step comes after it. Once the chief ended, the ps and the worker
+  ended by themselves with 0."""
+  problems = []
+  for match, (_, name, at_kill) in zip(POD_RESTART.finditer(log), made):
+    segment = log[match.end():]
+    if name == 'ps:0':
+      found = RECOVERED.search(segment)
+      restored = found and found.group(1) == 'ps:0' and int(
+          found.group(3) or 0)
+    elif name == 'worker:0':
+      found = RESUMING.search(segment)
+      restored = found and int(found.group(1))
+    else:
+      continue
+    if found is None or restored < at_kill:
+      problems.append('after %s was restarted (checkpoint at step %d) the '
+                      'chief said %r' % (name, at_kill, found and
+                                         found.group(0)))
+      continue
+    first = CHIEF_STEP.search(segment[found.end():])
+    if first and int(first.group(1)) <= restored:
+      problems.append('after restoring step %d the chief took step %s' % (
+          restored, first.group(1)))
+  for name, code in ENDED.findall(log):
+    if code != '0':
+      problems.append('%s did not end by itself with 0 after the chief '
+                      '(%s)' % (name, code))
+  return problems
+
+
+def _launcher_resumed(log, layout):
+  """The failures of the restarts of a launcher run. After each restart the
+  chief resumes from the checkpoint the launcher named and its first step
+  comes after it. (Asynchronous ps: a checkpoint named at step N may hold
+  N + 1 or N + 2, the steps of the other worker in flight while it was
+  saved.)"""
+  problems = []
+  for match in RESTART.finditer(log):
+    said, segment = match.group(5), log[match.end():]
+    resumed = RESUMING.search(segment)
+    if int(said) and (not resumed or not int(said) <= int(
+        resumed.group(1)) <= int(said) + (2 if layout == 'ps' else 0)):
+      problems.append('a restart said step %s but the chief resumed from '
+                      '%s' % (said, resumed.group(1) if resumed else 'none'))
+    first = CHIEF_STEP.search(segment)
+    if first and int(first.group(1)) <= int(said):
+      problems.append('after a restart at step %s the chief took step %s' % (
+          said, first.group(1)))
+  return problems
+
+
 def accuracy(digits, train_dir):
   import tensorflow as tf
   import tf_compat  # noqa: F401
@@ -198,38 +372,26 @@ def unreadable_checkpoints(train_dir):
 def check(layout, status, log, made, steps_seen, train_dir, max_steps):
   """The failures of a chaos run, as lines (empty: it healed)."""
   import tensorflow as tf
+  pods = layout == 'pods'
   problems = []
   if status != 0:
-    problems.append('the launcher ended with %s' % status)
-  restarts = RESTART.findall(log)
+    problems.append('the %s ended with %s' % ('chief' if pods else 'launcher',
+                                              status))
+  restarts = (POD_RESTART if pods else RESTART).findall(log)
   if len(restarts) < len(made):
     problems.append('%d kill(s) but %d restart line(s)' % (len(made),
                                                            len(restarts)))
   final = int(tf.train.load_variable(str(train_dir), 'global_step'))
   # asynchronous ps: the other worker's steps in flight may land after the
   # chief's last one
-  top = max_steps + (2 if layout == 'ps' else 0)
+  top = max_steps + (0 if layout == 'collective' else 2)
   if not max_steps <= final <= top:
     problems.append('the last checkpoint is at step %d, not %d' % (
         final, max_steps))
   if any(b < a for a, b in zip(steps_seen, steps_seen[1:])):
     problems.append('the latest checkpoint went back: %s' % steps_seen)
-  # After each restart the chief resumes from the checkpoint the launcher
-  # named and its first step comes after it. (Asynchronous ps: a checkpoint
-  # named at step N may hold N + 1 or N + 2, the steps of the other worker
-  # in flight while it was saved.)
-  starts = [m.end() for m in RESTART.finditer(log)]
-  for (_, _, _, _, said), begin in zip(restarts, starts):
-    segment = log[begin:]
-    resumed = RESUMING.search(segment)
-    if int(said) and (not resumed or not int(said) <= int(
-        resumed.group(1)) <= int(said) + (2 if layout == 'ps' else 0)):
-      problems.append('a restart said step %s but the chief resumed from '
-                      '%s' % (said, resumed.group(1) if resumed else 'none'))
-    first = CHIEF_STEP.search(segment)
-    if first and int(first.group(1)) <= int(said):
-      problems.append('after a restart at step %s the chief took step %s' % (
-          said, first.group(1)))
+  problems += _pods_resumed(log, made) if pods else _launcher_resumed(log,
+                                                                      layout)
   for prefix, why in unreadable_checkpoints(train_dir):
     problems.append('unreadable checkpoint %s: %s' % (prefix, why))
   return problems, final, restarts
@@ -237,8 +399,9 @@ def check(layout, status, log, made, steps_seen, train_dir, max_steps):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--layout', choices=['ps', 'collective', 'both'],
-                      default='both')
+  parser.add_argument('--layout',
+                      choices=['ps', 'collective', 'pods', 'all'],
+                      default='all')
   parser.add_argument('--kills', type=int, default=10)
   parser.add_argument('--steps', type=int, default=600)
   parser.add_argument('--max_delay', type=float, default=6.0)
@@ -254,7 +417,7 @@ def main(argv=None):
                     '--dataset_name=digits', '--dataset_dir=%s' % digits],
                    check=True, cwd=ROOT, timeout=300)
   failed = False
-  for layout in (['ps', 'collective'] if flags.layout == 'both'
+  for layout in (['ps', 'collective', 'pods'] if flags.layout == 'all'
                  else [flags.layout]):
     results = {}
     for kind, kills in (('undisturbed', 0), ('chaos', flags.kills)):
@@ -272,7 +435,7 @@ def main(argv=None):
                 layout, kind, len(made), ', '.join(n for _, n, _ in made),
                 len(restarts), status, final, results[kind],
                 time.time() - began, train_dir), flush=True)
-      for line in RESTART.finditer(log):
+      for line in (POD_RESTART if layout == 'pods' else RESTART).finditer(log):
         print('  ' + line.group(0))
       for problem in problems:
         print('  FAILED: ' + problem)

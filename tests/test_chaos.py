@@ -4,7 +4,11 @@ job and of a 2-worker collective job is SIGKILLed at random moments twice;
 each job ends at --max_number_of_steps with status 0, every checkpoint left
 reads back whole, the latest checkpoint never goes back, each restart resumes
 from it, and the model evaluates within 3 points of an undisturbed run. The
-long form: `python tests/chaos.py --kills=10` (docs/cluster.md)."""
+`pods` layout is the ps job the way Kubernetes runs it, without the launcher:
+the ps is killed and started again alone at its address (the chief restores
+its newest checkpoint), then the chief; the ps and the worker end by
+themselves with 0 after the chief. The long form: `python tests/chaos.py
+--kills=10` (docs/cluster.md)."""
 import os
 import sys
 
@@ -19,7 +23,7 @@ STEPS, KILLS = 150, 2
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize('layout', ['ps', 'collective'])
+@pytest.mark.parametrize('layout', ['ps', 'collective', 'pods'])
 def test_a_job_killed_at_random_heals_and_ends_as_an_undisturbed_one(
     layout, digits, tmp_path):
   seed = int(os.environ.get('CHAOS_SEED', '3'))
@@ -38,4 +42,8 @@ def test_a_job_killed_at_random_heals_and_ends_as_an_undisturbed_one(
     assert len(made) == kills and len(restarts) == kills, log[-4000:]
     accuracy[kind] = chaos.accuracy(digits, train_dir)
   assert 'worker:0' in [n for _, n, _ in made]  # the chief was killed
+  if layout == 'pods':  # the ps first, started again at its own address
+    assert made[0][1] == 'ps:0'
+    assert len(chaos.RECOVERED.findall(log)) == 1, log[-4000:]
+    assert [n for n, _ in chaos.ENDED.findall(log)] == ['ps:0', 'worker:1']
   assert abs(accuracy['chaos'] - accuracy['undisturbed']) <= 0.03, accuracy

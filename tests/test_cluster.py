@@ -18,6 +18,7 @@ import tensorflow as tf
 from deployment import cluster
 from deployment import launch
 from deployment import model_deploy
+import chaos
 from waiting import wait_for
 
 tf1 = tf.compat.v1
@@ -259,12 +260,9 @@ def test_an_evaluator_task_evaluates_the_chiefs_checkpoints(tmp_path):
 
 
 def _train_argv(digits, train_dir, steps, *extra):
-  return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
-          '--model_name=lenet', '--train_dir=%s' % train_dir,
-          '--max_number_of_steps=%d' % steps, '--batch_size=50',
-          '--optimizer=sgd', '--learning_rate=0.01',
-          '--learning_rate_decay_type=fixed', '--weight_decay=0',
-          '--log_every_n_steps=25', '--save_interval_secs=2'] + list(extra)
+  return chaos.lenet_on_digits(digits, train_dir, steps,
+                               '--log_every_n_steps=25',
+                               '--save_interval_secs=2', *extra)
 
 
 def _losses(output):

@@ -18,19 +18,16 @@ import tensorflow as tf
 from deployment import cluster
 from deployment import launch
 from runner import faults
+import chaos
 from waiting import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
 
 
 def _argv(digits, train_dir, steps, *extra):
-  return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
-          '--model_name=lenet', '--train_dir=%s' % train_dir,
-          '--max_number_of_steps=%d' % steps, '--batch_size=50',
-          '--optimizer=sgd', '--learning_rate=0.01',
-          '--learning_rate_decay_type=fixed', '--weight_decay=0',
-          '--log_every_n_steps=10', '--save_interval_steps=50'] + list(extra)
+  return chaos.lenet_on_digits(digits, train_dir, steps,
+                               '--log_every_n_steps=10',
+                               '--save_interval_steps=50', *extra)
 
 
 def _task(argv, jobs, kind, index=0):
