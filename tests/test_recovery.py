@@ -119,6 +119,7 @@ def test_a_ps_that_stays_dead_ends_the_chief_and_worker_with_200_naming_it(
     assert chief.wait(60) == 200, chief.output()[-3000:]
     ended = time.time() - killed
     assert worker.wait(30) == 200, worker.output()[-3000:]
+  print('ps killed to chief exit: %.1fs' % ended)
   assert 8 <= ended <= 30, ended
   for task in (chief, worker):
     log = task.output()
@@ -150,6 +151,7 @@ def test_sigterm_to_a_chief_blocked_on_a_dead_ps_ends_it_in_seconds(
     signalled = time.time()
     assert chief.wait(30) == 143, chief.output()[-3000:]
     took = time.time() - signalled
+  print('SIGTERM to exit: %.1fs' % took)
   assert took < 10, took
   assert re.search(r'stopped by SIGTERM at step \d+ while waiting on ps:0 '
                    r'\(127\.0\.0\.1:\d+\); no checkpoint at this step: the '
@@ -182,6 +184,7 @@ def test_sigterm_to_a_sync_chief_blocked_on_a_dead_worker_saves_the_last_step(
     assert chief.wait(30) == 143, chief.output()[-3000:]
     took = time.time() - signalled
     assert ps.wait(30) == 143, ps.output()[-2000:]  # told by the chief
+  print('SIGTERM to exit: %.1fs' % took)
   assert took < 10, took
   match = re.search(r'stopped by SIGTERM at step (\d+); checkpoint (\S+) \(the '
                     r'step in flight waited on .*worker:1 \(127\.0\.0\.1:\d+\)',
@@ -220,6 +223,7 @@ def test_sigterm_to_a_collective_chief_blocked_on_a_dead_peer_saves_the_last_ste
     took = time.time() - signalled
   log = chief.output()
   assert status == 143, log[-3000:]
+  print('SIGTERM to exit: %.1fs' % took)
   assert took < 10, took
   match = re.search(r'stopped by SIGTERM at step (\d+); checkpoint (\S+)', log)
   assert match, log[-2000:]
