@@ -235,9 +235,10 @@ def run_pods(digits, train_dir, steps, kills=0, max_delay=4.0, seed=0,
       if code is None:
         continue
       status = launch.shell_status(code)
-      if name == 'worker:0' and not zoo_errors.is_retryable(status):
+      again = zoo_errors.is_retryable(status) and restarts < kills + 2
+      if name == 'worker:0' and not again:
         return status
-      if zoo_errors.is_retryable(status) and restarts < kills + 2:
+      if again:
         restarts += 1
         kind, index = name.split(':')
         tasks[name] = start(kind, int(index))
