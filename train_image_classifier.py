@@ -219,6 +219,7 @@ def main(_):
             'to train; raise --max_number_of_steps or pass another '
             '--train_dir' % (F.train_dir, resumed_step, F.max_number_of_steps),
             flush=True)
+      estimator.end_finished_job()  # a ps still waiting ends, and its workers
       return 0
     sys.stdout.flush()  # the runner says which checkpoint it resumes from
     record = how_trained(dataset)

@@ -341,6 +341,7 @@ class Estimator(object):
         if done >= max_steps:
           tf1.logging.info('Skipping training: step %d >= max_steps %d',
                            done, max_steps)
+          self.end_finished_job(stop=lambda: signals.received is not None)
           return self
       self.resumed_from = resume  # what this train call restores
       if resume and self._config.is_chief:
@@ -592,6 +593,29 @@ class Estimator(object):
         job_end.write(session, status, timeout_secs=5)
     except tf.errors.OpError:
       pass  # a ps went away meanwhile: it ends with the job anyway
+
+  def end_finished_job(self, stop=lambda: False):
+    """Called as a chief finds its train_dir already at max_steps (train does
+    so itself). A chief restarted after its last checkpoint but before it
+    told the ps (its pod killed then) tells every ps the job is done, so the
+    ps and the workers end; a ps not answering yet (restarting too) is
+    waited for up to peer_timeout_secs, or until `stop()`."""
+    cluster = self._config.cluster
+    if not (self._config.is_chief and cluster.jobs and cluster.num_ps):
+      return
+    deadline = time.time() + self._config.peer_timeout_secs
+    missing = [p for p in cluster.peers(('ps',))
+               if not cluster_lib.answers(p[1])]
+    if missing:
+      self._report('%s is not answering; waiting up to %ds to tell it the '
+                   'job is done (--peer_timeout_secs)' % (
+                       missing[0][0], self._config.peer_timeout_secs))
+    while missing and time.time() < deadline and not stop():
+      time.sleep(1)
+      missing = [p for p in missing if not cluster_lib.answers(p[1])]
+    with tf.Graph().as_default():
+      self._ending(None, cluster_lib.JobEnd(cluster.num_ps), zoo_errors.DONE,
+                   'done')
 
   def _collective_creator(self, deployment, scaffold, resume):
     """A worker's session creator in a collective_all_reduce cluster: the

@@ -46,6 +46,9 @@ CHIEF_STEP = re.compile(r'^\[worker:0\] step (\d+)/\d+ ', re.M)
 RESTART = re.compile(r'^launch: restart (\d+)/\d+: (\S+) exited (\d+) '
                      r'\(([^)]*)\); resuming from step (\d+)$', re.M)
 RESUMING = re.compile(r'^\[worker:0\] Resuming from \S+ \(step (\d+)\)$', re.M)
+# A chief restarted after its last checkpoint: nothing left, and it says so.
+FINISHED = re.compile(r'^\[worker:0\] \S+ is already at step (\d+) '
+                      r'\(--max_number_of_steps=\d+\): nothing to train', re.M)
 POD_RESTART = re.compile(r'^pods: restart (\d+): (\S+) exited (\d+) '
                          r'\(([^)]*)\); started again at (\S+)$', re.M)
 RECOVERED = re.compile(
@@ -287,8 +290,9 @@ def _pods_resumed(log, made):
   """The failures of the restarts of a `pods` run. After each restart the
   chief goes on from the newest checkpoint at the kill (or a later one): a
   restarted ps with one line naming it, a restarted chief resuming; then
-  its first step comes after it. Once the chief ended, the ps and the worker
-  ended by themselves with 0."""
+  its first step comes after it (or, restarted at the last checkpoint, it
+  says there is nothing to train). Once the chief ended, the ps and the
+  worker ended by themselves with 0."""
   problems = []
   for match, (_, name, at_kill) in zip(POD_RESTART.finditer(log), made):
     segment = log[match.end():]
@@ -297,7 +301,9 @@ def _pods_resumed(log, made):
       restored = found and found.group(1) == 'ps:0' and int(
           found.group(3) or 0)
     elif name == 'worker:0':
-      found = RESUMING.search(segment)
+      found = min(filter(None, (RESUMING.search(segment),
+                                FINISHED.search(segment))),
+                  key=lambda m: m.start(), default=None)
       restored = found and int(found.group(1))
     else:
       continue

@@ -62,6 +62,13 @@ class _Tasks(list):
       task.stop(grace=2)
 
 
+def _job(argv, jobs):
+  """Every task of `jobs`, each a process of its own from TF_CONFIG: the ps
+  tasks, then the workers (the chief first)."""
+  return _Tasks(_task(argv, jobs, kind, index) for kind in ('ps', 'worker')
+                for index in range(len(jobs.get(kind, ()))))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_a_ps_restarted_at_the_same_address_leaves_the_chief_on_its_newest_checkpoint(
@@ -72,7 +79,7 @@ def test_a_ps_restarted_at_the_same_address_leaves_the_chief_on_its_newest_check
   train_dir = tmp_path / 'run'
   jobs = launch.cluster_of(1, 1)
   argv = _argv(digits, train_dir, 400)
-  with _Tasks([_task(argv, jobs, 'ps'), _task(argv, jobs, 'worker')]) as tasks:
+  with _job(argv, jobs) as tasks:
     ps, chief = tasks
     wait_for(lambda: 200 in _checkpoint_steps(train_dir) and
              _last_step(chief) >= 210, 240, 'a checkpoint at step 200', ps,
@@ -109,8 +116,7 @@ def test_a_ps_that_stays_dead_ends_the_chief_and_worker_with_200_naming_it(
   jobs = launch.cluster_of(1, 2)
   argv = _argv(digits, train_dir, 5000, '--peer_timeout_secs=8',
                '--async_worker_warmup_steps=10')
-  with _Tasks([_task(argv, jobs, 'ps'), _task(argv, jobs, 'worker'),
-               _task(argv, jobs, 'worker', 1)]) as tasks:
+  with _job(argv, jobs) as tasks:
     ps, chief, worker = tasks
     wait_for(lambda: _last_step(worker) >= 30, 240, 'both workers to train',
              *tasks)
@@ -142,7 +148,7 @@ def test_sigterm_to_a_chief_blocked_on_a_dead_ps_ends_it_in_seconds(
   train_dir = tmp_path / 'run'
   jobs = launch.cluster_of(1, 1)
   argv = _argv(digits, train_dir, 5000)
-  with _Tasks([_task(argv, jobs, 'ps'), _task(argv, jobs, 'worker')]) as tasks:
+  with _job(argv, jobs) as tasks:
     ps, chief = tasks
     wait_for(lambda: _last_step(chief) >= 60, 240, 'the chief to train', *tasks)
     ps.kill()
@@ -169,8 +175,7 @@ def test_sigterm_to_a_sync_chief_blocked_on_a_dead_worker_saves_the_last_step(
   jobs = launch.cluster_of(1, 2)
   argv = _argv(digits, train_dir, 5000, '--sync_replicas',
                '--replicas_to_aggregate=2')
-  with _Tasks([_task(argv, jobs, 'ps'), _task(argv, jobs, 'worker'),
-               _task(argv, jobs, 'worker', 1)]) as tasks:
+  with _job(argv, jobs) as tasks:
     ps, chief, worker = tasks
     wait_for(lambda: _last_step(chief) >= 30, 240, 'a synchronous step',
              *tasks)
@@ -209,7 +214,7 @@ def test_sigterm_to_a_collective_chief_blocked_on_a_dead_peer_saves_the_last_ste
   jobs = {'worker': launch.cluster_of(0, 2)['worker']}
   argv = _argv(digits, train_dir, 5000, '--variable_update=collective_all_reduce',
                '--collective_timeout_secs=120')
-  with _Tasks([_task(argv, jobs, 'worker'), _task(argv, jobs, 'worker', 1)]) as tasks:
+  with _job(argv, jobs) as tasks:
     chief, worker = tasks
     wait_for(lambda: _last_step(chief) >= 30, 240, 'the all-reduce to train',
              *tasks)
@@ -240,9 +245,7 @@ def test_every_task_of_a_ps_job_ends_when_the_chief_is_done(digits, tmp_path):
   train_dir = tmp_path / 'run'
   jobs = launch.cluster_of(2, 2)
   argv = _argv(digits, train_dir, 150, '--async_worker_warmup_steps=20')
-  with _Tasks([_task(argv, jobs, 'ps'), _task(argv, jobs, 'ps', 1),
-               _task(argv, jobs, 'worker'),
-               _task(argv, jobs, 'worker', 1)]) as tasks:
+  with _job(argv, jobs) as tasks:
     assert tasks[2].wait(240) == 0, tasks[2].output()[-3000:]
     done = time.time()
     statuses = [t.wait(30) for t in (tasks[0], tasks[1], tasks[3])]
@@ -257,6 +260,42 @@ def test_every_task_of_a_ps_job_ends_when_the_chief_is_done(digits, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_a_chief_restarted_after_its_last_checkpoint_ends_the_ps(
+    digits, tmp_path):
+  """A chief pod killed after its last checkpoint but before it told the ps,
+  then started again: it has nothing to train, says so, and tells the ps,
+  which ends 0; a ps that answers only later is waited for. Before: the
+  chief ended 0 and the ps served on, so the TFJob never completed."""
+  train_dir = tmp_path / 'run'
+  argv = _argv(digits, train_dir, 20)
+  trained = launch.Task('train', argv, '', out=open(os.devnull, 'w'), cwd=ROOT)
+  assert trained.wait(180) == 0, trained.output()[-2000:]
+  nothing = ('%s is already at step 20 (--max_number_of_steps=20): nothing to '
+             'train' % train_dir)
+  jobs = launch.cluster_of(1, 1)
+  with _job(argv, jobs) as tasks:  # the ps serving, as the chief comes back
+    ps, chief = tasks
+    assert chief.wait(120) == 0, chief.output()[-2000:]
+    done = time.time()
+    assert ps.wait(30) == 0, ps.output()[-2000:]
+  print('chief at its last step to the ps ending: %.1fs' % (time.time() - done))
+  assert nothing in chief.output(), chief.output()[-2000:]
+  assert 'ps:0: the chief ended (status 0, done); the job is over' in (
+      ps.output()), ps.output()[-2000:]
+  with _Tasks([_task(argv, jobs, 'worker')]) as tasks:  # the ps comes later
+    chief = tasks[0]
+    wait_for(lambda: re.search(
+        r'ps:0 \(127\.0\.0\.1:\d+\) is not answering; waiting up to 180s to '
+        r'tell it the job is done \(--peer_timeout_secs\)', chief.output()),
+             120, 'the chief to wait for the ps', chief)
+    tasks.append(_task(argv, jobs, 'ps'))
+    assert chief.wait(60) == 0, chief.output()[-2000:]
+    assert tasks[1].wait(30) == 0, tasks[1].output()[-2000:]
+  assert nothing in chief.output(), chief.output()[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_a_chief_that_fails_ends_the_ps_and_the_workers_with_its_status(
     digits, tmp_path):
   """A permanent error of the chief (here divergence) ends the whole job:
@@ -265,8 +304,7 @@ def test_a_chief_that_fails_ends_the_ps_and_the_workers_with_its_status(
   jobs = launch.cluster_of(1, 2)
   argv = _argv(digits, train_dir, 5000, '--async_worker_warmup_steps=0')
   argv[argv.index('--learning_rate=0.01')] = '--learning_rate=1e5'
-  with _Tasks([_task(argv, jobs, 'ps'), _task(argv, jobs, 'worker'),
-               _task(argv, jobs, 'worker', 1)]) as tasks:
+  with _job(argv, jobs) as tasks:
     ps, chief, worker = tasks
     assert chief.wait(240) == 1, chief.output()[-3000:]
     assert ps.wait(30) == 1, ps.output()[-2000:]
