@@ -11,6 +11,9 @@ Offline by default: sources are taken from --source_dir (default --dataset_dir);
   # ImageNet train/ and validation/ folders of synset sub-folders:
   python download_and_convert_data.py --dataset_name=imagenet \
       --dataset_dir=/data/imagenet --source_dir=/data/ILSVRC2012
+  # Visual Wake Words from a COCO 2014 tree (annotations/, train2014/, val2014/):
+  python download_and_convert_data.py --dataset_name=visualwakewords \
+      --dataset_dir=/data/vww --source_dir=/data/coco [--download]
   # your own images, one sub-folder per class:
   python download_and_convert_data.py --dataset_name=image_folder \
       --dataset_dir=/tmp/pets --source_dir=~/pets --validation_fraction=0.1
@@ -48,6 +51,16 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_float('validation_fraction', 0.1, 'image_folder: the fraction of '
                      'each class held out for the validation split.', **fv)
   flags.DEFINE_integer('seed', 0, 'Seed of the shuffles and splits.', **fv)
+  # TF-Slim's visualwakewords flags (docs/datasets.md: Visual Wake Words).
+  flags.DEFINE_string('foreground_class_of_interest', 'person', 'visualwakewords: '
+                      'the COCO category whose images are label 1.', **fv)
+  flags.DEFINE_float('small_object_area_threshold', 0.005, 'visualwakewords: '
+                     'an object counts when its area exceeds this fraction of '
+                     "the image's.", **fv)
+  flags.DEFINE_string('coco_dirname', 'coco_dataset', 'visualwakewords: the '
+                      'COCO tree is <source_dir>/<coco_dirname> if it exists, '
+                      'else <source_dir> itself; --download puts it in the '
+                      'former.', **fv)
   flags.DEFINE_integer('num_threads', None, 'Shards written in parallel; default '
                        'min(4, CPUs).', **fv)
   flags.mark_flags_as_required(['dataset_name', 'dataset_dir'], **fv)
@@ -62,7 +75,10 @@ def run(flag_values):
         f.dataset_name, dataset_dir, source_dir=dataset_utils.expand_path(f.source_dir),
         download=f.download,
         num_shards=f.num_shards, validation_fraction=f.validation_fraction,
-        seed=f.seed, num_threads=f.num_threads)
+        seed=f.seed, num_threads=f.num_threads,
+        foreground_class_of_interest=f.foreground_class_of_interest,
+        small_object_area_threshold=f.small_object_area_threshold,
+        coco_dirname=f.coco_dirname)
   except dataset_utils.ConversionError as e:
     print('error: %s' % e, file=sys.stderr)
     return 1

@@ -20,6 +20,7 @@ This module then
 - removes scratch directories and temporaries left by interrupted conversions.
 """
 import concurrent.futures
+import dataclasses
 import hashlib
 import json
 import os
@@ -40,9 +41,10 @@ from datasets.registry import SourceOptions
 
 def convert(dataset_name, dataset_dir, source_dir=None, download=False,
             num_shards=None, validation_fraction=0.1, seed=0, num_threads=None,
-            stream=None):
+            stream=None, **source_options):
   """Converts `dataset_name` from `source_dir` (default `dataset_dir`) into
-  `dataset_dir`; returns {split: num_samples}."""
+  `dataset_dir`; returns {split: num_samples}. `source_options` are the
+  other fields of registry.SourceOptions (e.g. foreground_class_of_interest)."""
   try:
     info = dataset_factory.get_info(dataset_name)
   except ValueError as e:
@@ -53,6 +55,10 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
         'records are made by its own converter, not here' % (info.name, info.module))
   if num_shards is not None and num_shards < 1:
     raise dataset_utils.ConversionError('num_shards must be at least 1')
+  unknown = set(source_options) - {f.name for f in dataclasses.fields(SourceOptions)}
+  if unknown:
+    raise TypeError('convert() got unknown source options: %s'
+                    % ', '.join(sorted(unknown)))
   if not 0 <= validation_fraction < 1:
     raise dataset_utils.ConversionError(
         'validation_fraction must be in [0, 1), got %r' % validation_fraction)
@@ -66,7 +72,7 @@ def convert(dataset_name, dataset_dir, source_dir=None, download=False,
     options = SourceOptions(
         source_dir=source_dir, work_dir=work_dir,
         download=download, num_shards=num_shards,
-        validation_fraction=validation_fraction, seed=seed)
+        validation_fraction=validation_fraction, seed=seed, **source_options)
     conversion = info.convert(options)
     return write(conversion, dataset_dir, num_threads=num_threads, stream=stream)
 

@@ -51,6 +51,7 @@ from datasets import flowers  # noqa: F401  pylint: disable=unused-import
 from datasets import image_folder  # noqa: F401  pylint: disable=unused-import
 from datasets import imagenet  # noqa: F401  pylint: disable=unused-import
 from datasets import mnist  # noqa: F401  pylint: disable=unused-import
+from datasets import visualwakewords  # noqa: F401  pylint: disable=unused-import
 
 
 class Dataset(slim.dataset.Dataset):

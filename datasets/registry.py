@@ -29,6 +29,12 @@ class SourceOptions:
   num_shards: Optional[int] = None  # per split; None: the dataset's default
   validation_fraction: float = 0.1  # image_folder
   seed: int = 0  # of every shuffle and split
+  # visualwakewords (TF-Slim's flags): the COCO category that is label 1, the
+  # fraction of the image its area must exceed, and where the COCO tree is
+  # (<source_dir>/<coco_dirname>, else <source_dir>).
+  foreground_class_of_interest: str = 'person'
+  small_object_area_threshold: float = 0.005
+  coco_dirname: str = 'coco_dataset'
 
 
 @dataclasses.dataclass(frozen=True)
