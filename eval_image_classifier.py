@@ -50,7 +50,9 @@ import tensorflow as tf
 from classification import classifier
 from classification import eval_report
 from classification import fine_tuning
+from classification import precise_bn
 from classification import progress
+from classification import training_record
 from datasets import dataset_factory
 from deployment import model_deploy
 from runner import estimator as est
@@ -325,6 +327,12 @@ def main(_):
         except Interrupted:
           break  # an evaluation cut short is not reported
         step = int(results['global_step'])
+        unsettled = precise_bn.unsettled_line(
+            checkpoint, training_record.read(checkpoint)[0],
+            F.moving_average_decay)
+        if unsettled:  # beside the numbers it puts in doubt
+          print('eval_image_classifier: warning: %s' % unsettled,
+                file=sys.stderr, flush=True)
         report(dict(results, checkpoint=checkpoint, global_step=step),
                dataset, eval_dir)
         evaluated += 1

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
+from classification import precise_bn
 from classification import progress
 from classification import training_record
 from datasets import dataset_factory
@@ -108,6 +109,14 @@ flags.DEFINE_integer('max_starts_without_progress', 5,
                      'The chief refuses to start (status 1) when this many '
                      'starts in a row ended at the same step: a crash loop. '
                      '0: no limit.')
+flags.DEFINE_integer(
+    'precise_bn_batches', 0,
+    'After the last step (or on a run already at it): this many training '
+    'batches go through the network with the weights fixed, and every '
+    'batch-norm layer\'s moving mean and variance become the averages of '
+    'their statistics; the final checkpoint is rewritten at its step. '
+    'Evaluating an early checkpoint needs it: the moving statistics leave '
+    'their initial values at 1 - decay per step (0: off).')
 flags.DEFINE_integer('slurm_base_port', slurm.DEFAULT_BASE_PORT,
                      'Slurm: a task listens on this port + its place among '
                      'the tasks of its node.')
@@ -183,6 +192,7 @@ def how_trained(dataset):
       use_grayscale=F.use_grayscale,
       num_classes=dataset.num_classes - F.labels_offset,
       labels_offset=F.labels_offset, dataset_name=F.dataset_name,
+      moving_average_decay=F.moving_average_decay,
       dataset_dir=(F.dataset_dir if '://' in F.dataset_dir
                    else os.path.abspath(F.dataset_dir)))
 
@@ -202,6 +212,9 @@ def main(_):
     # checkpoint is there.
     script_flags.check_flags(required=['dataset_dir'],
                              at_least_one=['max_number_of_steps'])
+    if F.precise_bn_batches < 0:
+      raise ValueError('--precise_bn_batches must be 0 (off) or more, got %d'
+                       % F.precise_bn_batches)
     script_flags.expand_paths('train_dir', 'dataset_dir', 'checkpoint_path')
     dataset = dataset_factory.get_dataset(F.dataset_name, F.dataset_split_name,
                                           F.dataset_dir)
@@ -215,10 +228,14 @@ def main(_):
     resumed_step = est.global_step_of(resumed) if resumed else 0
     if (resumed and F.max_number_of_steps is not None and
         resumed_step >= F.max_number_of_steps):
-      print('%s is already at step %d (--max_number_of_steps=%d): nothing '
-            'to train; raise --max_number_of_steps or pass another '
-            '--train_dir' % (F.train_dir, resumed_step, F.max_number_of_steps),
-            flush=True)
+      if F.precise_bn_batches and estimator.config.is_chief:
+        # How an existing run gets exact statistics: the same command again.
+        recompute_batch_norm(estimator, dataset, input_fn)
+      else:
+        print('%s is already at step %d (--max_number_of_steps=%d): nothing '
+              'to train; raise --max_number_of_steps or pass another '
+              '--train_dir' % (F.train_dir, resumed_step,
+                               F.max_number_of_steps), flush=True)
       estimator.end_finished_job()  # a ps still waiting ends, and its workers
       return 0
     sys.stdout.flush()  # the runner says which checkpoint it resumes from
@@ -250,8 +267,29 @@ def main(_):
               chance, F.learning_rate, estimator.latest_checkpoint()),
           file=sys.stderr)
     return zoo_errors.PERMANENT
+  if F.precise_bn_batches and estimator.config.is_chief:
+    try:
+      recompute_batch_norm(estimator, dataset, input_fn)
+    except (ValueError, tf.errors.OpError) as e:
+      print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
+            file=sys.stderr)
+      return zoo_errors.PERMANENT
   print(last_line(estimator, task))
   return zoo_errors.DONE
+
+
+def recompute_batch_norm(estimator, dataset, input_fn):
+  """--precise_bn_batches on the latest checkpoint (the chief's: in a
+  cluster the workers have stopped stepping; it reads and writes train_dir)."""
+  checkpoint = estimator.latest_checkpoint()
+  progress.print_now('Precise batch norm: %d batches of %d images through %s'
+                     % (F.precise_bn_batches, F.batch_size * F.num_clones,
+                        checkpoint))
+  result = precise_bn.recompute(
+      checkpoint, F.model_name, dataset.num_classes - F.labels_offset,
+      input_fn, F.precise_bn_batches, num_clones=F.num_clones,
+      session_config=script_flags.session_config())
+  progress.print_now(result.line())
 
 
 def last_line(estimator, task):

@@ -14,13 +14,19 @@ import tempfile
 
 import tensorflow as tf
 
+from classification import moving_statistics
+
 tf1 = tf.compat.v1
 
 FILENAME = 'training.json'
 # What a record holds; each is the resolved value (never None for the first
 # five), so a reader needs no network defaults.
 FIELDS = ('model_name', 'image_size', 'preprocessing_name', 'use_grayscale',
-          'num_classes', 'labels_offset', 'dataset_name', 'dataset_dir')
+          'num_classes', 'labels_offset', 'dataset_name', 'dataset_dir',
+          # How far the batch-norm statistics of a checkpoint have moved from
+          # their initial values depends on these (classification/precise_bn):
+          # the decay found in the training graph (None: no batch norm).
+          'batch_norm_decay', 'moving_average_decay')
 
 
 def path_for(checkpoint):
@@ -86,6 +92,9 @@ class RecordWriter(tf1.train.CheckpointSaverListener):
     self._start_step = start_step
 
   def after_save(self, session, global_step_value):
+    if 'batch_norm_decay' not in self._record:  # of the graph being trained
+      self._record['batch_norm_decay'] = moving_statistics.batch_norm_decay(
+          session.graph, session)
     if (global_step_value > self._start_step or
         not os.path.exists(os.path.join(self._train_dir, FILENAME))):
       write(self._train_dir, self._record)

@@ -1,0 +1,183 @@
+"""Batch-norm statistics you can trust: recomputed exactly, or flagged.
+
+A batch-norm layer normalises with its batch's statistics while training and
+with its moving averages when evaluating or exported. The averages move by
+(1 - decay) per step from their initial values (mean 0, variance 1): at
+TF-Slim's decay of 0.9997, 600 steps leave 0.9997^600 = 84% of each initial
+value in place, and such a checkpoint evaluates at chance while the same
+weights with batch statistics score high (tensorflow/tensorflow issues 1122
+and 30274). Two remedies live here:
+
+- `recompute`: with the weights fixed, N training batches go through the
+  network; each layer's moving mean and variance become the plain average of
+  exactly the statistic its own update would have moved them towards, one per
+  batch (every clone's slice counts as a batch). The checkpoint is rewritten
+  at the same step (runner/checkpoint_rewrite.py: never torn) and carries a
+  marker tensor (`MARKER`, the batch count) that later saves drop.
+- `unsettled_line`: what evaluation and the exporters print when a
+  checkpoint's statistics are still mostly their initial values, computed
+  from the decay the training graph used (training.json's
+  `batch_norm_decay`), the global step and, with --moving_average_decay, the
+  averages of the averages that evaluation reads.
+
+The statistic each layer feeds its moving average is found in the graph
+(classification/moving_statistics.py), not recomputed, so each layer keeps
+its own definition (e.g. which variance correction it applies).
+"""
+import collections
+import dataclasses
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+
+import tf_compat  # noqa: F401
+from classification import fine_tuning
+from classification import moving_statistics
+from deployment import model_deploy
+from nets import nets_factory
+from runner import checkpoint_rewrite
+
+tf1 = tf.compat.v1
+
+# A tensor of the checkpoints `recompute` writes: how many batches made their
+# statistics. Only the checkpoint rewritten has it (a later save drops it).
+MARKER = 'precise_batch_norm/batches'
+MOVING_AVERAGE_SUFFIX = fine_tuning.MOVING_AVERAGE_SUFFIX
+# The share of initial value above which a checkpoint's statistics are said
+# to be unsettled ("mostly their initial values").
+UNSETTLED = 0.5
+# -- recomputing ------------------------------------------------------------
+@dataclasses.dataclass
+class Result:
+  checkpoint: str
+  step: int
+  layers: int  # batch-norm layers
+  batches: int  # statistics averaged per variable
+  images: int
+  moved: float  # mean relative change of the statistics evaluation reads
+  most_moved: str  # the variable that moved most, and by how much
+  moving_averages: bool  # the weights and statistics were the averages
+
+  def line(self):
+    return ('Precise batch norm: the moving means and variances of %d layers '
+            'are now the averages of %d batches (%d images) through the '
+            'weights of step %d%s; they moved by %.0f%% on average (most: '
+            '%s); checkpoint %s rewritten' % (
+                self.layers, self.batches, self.images, self.step,
+                ' (moving averages)' if self.moving_averages else '',
+                100 * self.moved, self.most_moved, self.checkpoint))
+
+
+def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
+              num_clones=1, session_config=None):
+  """Rewrites `checkpoint` with exact batch-norm statistics (see the module
+  doc). `input_fn()` returns the training dataset of (images, labels), each
+  element one step's batch; it is split into `num_clones` slices as training
+  splits it, and every slice of `num_batches` elements counts. Returns a
+  Result."""
+  if num_batches < 1:
+    raise ValueError('--precise_bn_batches must be at least 1, got %d'
+                     % num_batches)
+  checkpoint = os.path.abspath(checkpoint)
+  with tf.Graph().as_default() as graph:
+    images = tf1.data.make_one_shot_iterator(input_fn()).get_next()[0]
+    network_fn = nets_factory.get_network_fn(model_name, num_classes,
+                                             is_training=True)
+    slices, _ = model_deploy.split_batch(images, num_clones)
+    for i, piece in enumerate(slices):
+      with tf1.variable_scope(tf1.get_variable_scope(), reuse=i > 0):
+        network_fn(piece)
+    updates = moving_statistics.moving_updates(graph)
+    if not updates:
+      raise ValueError("--precise_bn_batches: model_name '%s' has no batch "
+                       'norm, so nothing to recompute' % model_name)
+    values = collections.defaultdict(list)
+    for update in updates:
+      values[update.name].append(update.value)
+    sums = {name: 0.0 for name in values}
+    count = 0
+    with tf1.Session(graph=graph, config=session_config) as session:
+      averaged = fine_tuning.restore_variables(session, checkpoint, model_name)
+      for _ in range(num_batches):
+        try:
+          batch = session.run(dict(values))
+        except tf.errors.OutOfRangeError:
+          raise ValueError('--precise_bn_batches=%d: the training split ends '
+                           'after %d batches' % (num_batches, count)) from None
+        for name, per_slice in batch.items():
+          sums[name] = sums[name] + np.sum(per_slice, axis=0, dtype=np.float64)
+        count += 1
+      batch_size = int(session.run(tf.shape(images)[0]))
+  statistics = {name: (sums[name] / (count * len(values[name])))
+                for name in values}
+  tensors = checkpoint_rewrite.read_tensors(checkpoint)
+  moved = {}
+  for name, value in statistics.items():
+    read = (name + MOVING_AVERAGE_SUFFIX
+            if averaged and name + MOVING_AVERAGE_SUFFIX in tensors else name)
+    old = tensors[read].astype(np.float64)
+    moved[name] = float(np.linalg.norm(value - old) / max(
+        np.linalg.norm(value), np.linalg.norm(old), 1e-12))
+    for target in (name, name + MOVING_AVERAGE_SUFFIX):
+      if target in tensors:
+        tensors[target] = value.astype(tensors[target].dtype)
+  tensors[MARKER] = np.array(count * num_clones, dtype=np.int64)
+  checkpoint_rewrite.rewrite(checkpoint, tensors)
+  worst = max(moved, key=moved.get)
+  layers = len({name.rsplit('/', 1)[0] for name in statistics})
+  step = int(tensors['global_step']) if 'global_step' in tensors else 0
+  return Result(checkpoint=checkpoint, step=step, layers=layers,
+                batches=count * num_clones, images=count * batch_size,
+                moved=float(np.mean(list(moved.values()))),
+                most_moved='%s, %.0f%%' % (worst, 100 * moved[worst]),
+                moving_averages=averaged)
+
+
+# -- saying when they are not settled ---------------------------------------
+def initial_share(decay, steps, moving_average_decay=None):
+  """The share of the initial value left in a moving statistic after
+  `steps` updates at `decay`; with `moving_average_decay`, in its
+  ExponentialMovingAverage (TF-Slim's, whose decay at step t is
+  min(decay, (1 + t) / (10 + t)) and whose shadow starts at the initial
+  value too), which evaluation and export then read."""
+  if not moving_average_decay:
+    return decay ** steps
+  share = 1.0  # of the shadow
+  # Past 10^6 steps what is left of the start is below any threshold here.
+  for t in range(1, min(steps, 10 ** 6) + 1):
+    ema = min(moving_average_decay, (1.0 + t) / (10.0 + t))
+    share = ema * share + (1.0 - ema) * decay ** t
+  return share
+
+
+def unsettled_line(checkpoint, record, moving_average_decay=None):
+  """One line when the batch-norm statistics of `checkpoint` are still mostly
+  their initial values, else None; read through their moving averages of
+  `moving_average_decay` when given (evaluation with --moving_average_decay,
+  an export of a checkpoint that has them). `record` is the checkpoint's
+  training record (training_record.read): without one (a checkpoint trained
+  elsewhere), or for a checkpoint rewritten by `recompute`, there is no
+  line."""
+  try:
+    names = dict(tf.train.list_variables(checkpoint))
+  except (tf.errors.OpError, ValueError):
+    return None
+  if MARKER in names or not any(n.endswith('/moving_mean') for n in names):
+    return None
+  record = record or {}
+  decay = record.get('batch_norm_decay')
+  if not decay or 'global_step' not in names:
+    return None
+  steps = int(tf.train.load_variable(checkpoint, 'global_step'))
+  share = initial_share(decay, steps, moving_average_decay)
+  if share <= UNSETTLED:
+    return None
+  return ('the batch-norm moving statistics of %s are still %d%% their initial '
+          'values (%d steps at decay %g%s): results with them are not the '
+          "network's; recompute them with train_image_classifier.py "
+          '--precise_bn_batches=100 and the same --train_dir' % (
+              checkpoint, math.floor(100 * share), steps, decay,
+              ', read through moving averages of decay %g'
+              % moving_average_decay if moving_average_decay else ''))
