@@ -33,9 +33,10 @@ def cyclegan_arg_scope(instance_norm_center=True, instance_norm_scale=True,
                        weight_decay=0.0):
   """Convolutions with instance norm and N(0, weights_init_stddev) weights.
 
-  Instance norm (per image and channel) rather than batch norm, as the paper:
-  CycleGAN trains with one image per batch, and style should not leak from
-  one image to another. `weight_decay` > 0 adds an L2 penalty on the kernels.
+  Instance norm (statistics per image and channel) rather than batch norm,
+  as in the paper: CycleGAN trains on batches of one image, and an image's
+  output then does not depend on the others in its batch, in training or
+  inference. `weight_decay` > 0 adds an L2 penalty on the kernels.
   """
   with slim.arg_scope(
       [slim.conv2d],

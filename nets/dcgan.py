@@ -12,13 +12,13 @@ discriminator takes square images of side 2**n through n convolutions down to
 doubles it up to `final_size`. Scopes and variables are TF-Slim's
 ('Generator/deconv1' ... 'Generator/logits', 'Discriminator/conv1' ...
 'Discriminator/Conv', the last keeping slim's default name as TF-Slim's does),
-so TF-Slim and TF-GAN checkpoints of these nets restore unchanged.
+so checkpoints written with TF-Slim's module restore unchanged.
 
-Batch norm is slim's with TF-Slim's settings: not fused by default (some GAN
-losses, such as gradient penalties, differentiate the discriminator twice,
-and the fused kernel's gradient has no gradient), and zero-debiased moving
-means (the averages start at zero; debiasing, as in Adam, makes them usable
-from the first steps).
+Batch norm is slim's with TF-Slim's settings: not fused by default (TF-Slim
+found that some GAN losses that differentiate the discriminator twice, such
+as gradient penalties, needed the second derivative of the unfused ops), and
+zero-debiased moving means (the averages start at zero; debiasing, as in
+Adam, makes them usable from the first steps).
 """
 import tensorflow as tf
 
@@ -85,8 +85,7 @@ def discriminator(inputs, depth=64, is_training=True, reuse=None,
       ones.
     reuse: True for the second call (on the other kind of images) in `scope`.
     scope: variable scope of the network.
-    fused_batch_norm: use the fused batch-norm kernel (faster; no second
-      derivative).
+    fused_batch_norm: use the fused batch-norm kernel (faster).
 
   Returns:
     (logits [batch, 1], end_points {'conv1', ..., 'convn', 'logits'}).
@@ -134,8 +133,7 @@ def generator(inputs, depth=64, final_size=32, num_outputs=3, is_training=True,
       ones.
     reuse: reuse the variables of `scope`.
     scope: variable scope of the network.
-    fused_batch_norm: use the fused batch-norm kernel (faster; no second
-      derivative).
+    fused_batch_norm: use the fused batch-norm kernel (faster).
 
   Returns:
     (logits [batch, final_size, final_size, num_outputs],

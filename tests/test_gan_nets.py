@@ -49,10 +49,9 @@ def _input(shape):
   return tf1.placeholder(tf.float32, shape)
 
 
-def _variables(graph=None):
-  graph = graph or tf1.get_default_graph()
-  return [(v.op.name, v.shape.as_list())
-          for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES)]
+def _variables():
+  """[(name, shape)] of the default graph's variables, in creation order."""
+  return [(v.op.name, v.shape.as_list()) for v in tf1.global_variables()]
 
 
 def _run(fetches, feed_dict=None):
@@ -601,6 +600,22 @@ def test_the_reference_is_small_and_covers_every_case(reference):
     assert (name + '|output|output' in arrays) == case.run
 
 
+def _one_entry_a_line(records):
+  """`records` as JSON with one variable or end point a line (readable
+  diffs)."""
+  cases = []
+  for name, fields in records.items():
+    lines = []
+    for key, value in fields.items():
+      if isinstance(value, list) and value and isinstance(value[0], list):
+        value = '[\n%s]' % ',\n'.join('   ' + json.dumps(v) for v in value)
+      else:
+        value = json.dumps(value)
+      lines.append('  %s: %s' % (json.dumps(key), value))
+    cases.append(' %s: {\n%s}' % (json.dumps(name), ',\n'.join(lines)))
+  return '{\n%s\n}\n' % ',\n'.join(cases)
+
+
 def record(reference_root):
   """Writes tests/data/gan_reference from TF-Slim's modules, which are
   `slim_ref.dcgan`, `slim_ref.cyclegan` and `slim_ref.pix2pix` under
@@ -630,8 +645,7 @@ def record(reference_root):
           arrays['%s|output|%s' % (name, key)] = value
       print(name, len(specs), 'variables', len(outputs), 'outputs')
     with open(_reference_file(module, 'json'), 'w') as f:
-      json.dump(records, f, indent=1)
-      f.write('\n')
+      f.write(_one_entry_a_line(records))
     np.savez_compressed(_reference_file(module, 'npz'), **arrays)
   print('wrote', REFERENCE_DIR)
 
