@@ -72,6 +72,10 @@ flags.DEFINE_integer('max_num_batches', None,
                      'Batches to evaluate (default: the whole split once).')
 flags.DEFINE_string('checkpoint_path', '/tmp/tfmodel/',
                     'Checkpoint file or directory of checkpoints.')
+flags.DEFINE_string(
+    'train_dir', None, 'Training\'s --train_dir, which TF-Slim recipes also '
+    'pass here (TF 1 let unknown flags through): --checkpoint_path defaults '
+    'to it.')
 flags.DEFINE_string('eval_dir', None,
                     'Where summaries and CSV files go (default: '
                     '<checkpoint dir>/eval, beside the training summaries).')
@@ -203,6 +207,22 @@ def report(results, dataset, eval_dir):
   sys.stdout.flush()
 
 
+def records_of_training(record):
+  """A --dataset_dir that holds checkpoints rather than records (TF Lite
+  Micro's person-detection recipe passes its train_dir) becomes the dataset
+  the checkpoints were trained on, with one line."""
+  if (not record or not record.get('dataset_dir') or not F.dataset_dir or
+      record.get('dataset_name') != F.dataset_name or
+      os.path.abspath(F.dataset_dir) == record['dataset_dir'] or
+      not (tf.train.get_checkpoint_state(F.dataset_dir) or os.path.exists(
+          training_record.path_for(F.dataset_dir)))):
+    return
+  print('--dataset_dir=%s holds checkpoints, not records: evaluating on %s, '
+        'the %s records they were trained on' % (
+            F.dataset_dir, record['dataset_dir'], F.dataset_name), flush=True)
+  F.dataset_dir = record['dataset_dir']
+
+
 def check_eval_dir(eval_dir):
   if eval_dir and os.path.exists(eval_dir) and not os.path.isdir(eval_dir):
     raise ValueError("--eval_dir '%s' is a file, not a directory" % eval_dir)
@@ -266,10 +286,13 @@ def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     exported = F.saved_model or F.tflite_model
+    if F.train_dir and not F['checkpoint_path'].present:
+      F.checkpoint_path = F.train_dir
     script_flags.expand_paths('checkpoint_path', 'eval_dir', 'dataset_dir',
                               'saved_model', 'tflite_model')
     if not exported:
-      script_flags.apply_training_record(F.checkpoint_path)
+      record = script_flags.apply_training_record(F.checkpoint_path)
+      records_of_training(record)
       classifier.image_network_info(F.model_name)
     script_flags.check_flags(required=['dataset_dir'],
                              at_least_one=['batch_size'])

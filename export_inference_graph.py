@@ -34,6 +34,8 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
+from classification import precise_bn
+from classification import training_record
 from datasets import dataset_utils
 from nets import nets_factory
 from serving import exporter
@@ -112,6 +114,14 @@ def main(_):
     print('export_inference_graph: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)
     return 1
+  if checkpoint:
+    record = training_record.read(checkpoint)[0] or {}
+    unsettled = precise_bn.unsettled_line(
+        checkpoint, record, record.get('moving_average_decay')
+        if written['moving_averages'] else None)
+    if unsettled:
+      print('export_inference_graph: warning: %s' % unsettled,
+            file=sys.stderr)
   print('Wrote %s graph of %s to %s: input %s %s float32, outputs %s%s' % (
       'the frozen' if written['frozen'] else 'the', F.model_name,
       F.output_file, written['input'],

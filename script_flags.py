@@ -80,6 +80,8 @@ def define_network_flags(model_name=None, dataset_name=None,
                         'Preprocessing; defaults to the network\'s.', **on)
   flags.DEFINE_bool('use_grayscale', False,
                     'Whether to convert input images to grayscale.', **on)
+  # TF-Slim's recipes spell it so (TensorFlow Lite Micro's person detector).
+  flags.DEFINE_alias('input_grayscale', 'use_grayscale', **on)
 
 
 def define_shared_flags(batch_size, dataset_split_name, image_size_flag,
