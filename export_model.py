@@ -15,7 +15,9 @@ For TF Serving, export to <model base path>/<version>.
 TFLite: export_dir/model.tflite takes one preprocessed image; --quantize
 dynamic stores int8 weights, int8 runs integers throughout (int8 input and
 output) calibrated on --num_calibration_images images of
---calibration_split. Beside either: export.json (what the export is) and
+--calibration_split, and is also written as model_data.cc and model_data.h
+for TensorFlow Lite Micro, with the tensor arena its interpreter needs
+(docs/deploying.md). Beside either: export.json (what the export is) and
 labels.txt. Checkpoints trained with --moving_average_decay are exported
 with their moving averages. An existing --export_dir is replaced only with
 --overwrite.
@@ -35,6 +37,7 @@ from classification import classifier
 from classification import fine_tuning
 from datasets import dataset_factory
 from serving import exporter
+from serving import micro
 import script_flags
 
 tf1 = tf.compat.v1
@@ -123,6 +126,9 @@ def main(_):
   print('Exported %s (step %s%s) as a %s to %s' % (
       checkpoint, graph.global_step,
       ', moving averages' if graph.moving_averages else '', what, written))
+  if F.quantize == 'int8':
+    print(micro.summary(F.export_dir,
+                        exporter.read_info(F.export_dir)['micro']))
   return 0
 
 

@@ -42,6 +42,7 @@ from classification import fine_tuning
 from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+from serving import micro
 
 tf1 = tf.compat.v1
 
@@ -445,16 +446,47 @@ def convert_to_tflite(graph, quantize='none', representative_images=None):
 def write_tflite(graph, export_dir, quantize='none', representative_images=None,
                  overwrite=False):
   """Writes export_dir/model.tflite with export.json and labels.txt beside
-  it; returns the path of model.tflite."""
+  it; an int8 model also as model_data.cc/.h for TensorFlow Lite Micro, its
+  tensor arena measured by TFLM's interpreter and recorded in export.json
+  under `micro` (serving/micro.py). Returns the path of model.tflite."""
   check_destination(export_dir, overwrite)
   flatbuffer = convert_to_tflite(graph, quantize, representative_images)
+  info = dict(export_info(graph.spec, graph, 'tflite', quantize),
+              model_bytes=len(flatbuffer))
+  if quantize == 'int8':  # measured before anything is written
+    info['micro'] = micro.facts(flatbuffer)
   with staged_path(export_dir, overwrite) as staged:
     os.makedirs(staged)
     with open(os.path.join(staged, TFLITE_FILENAME), 'wb') as f:
       f.write(flatbuffer)
-    _write_sidecar(staged, export_info(graph.spec, graph, 'tflite', quantize),
-                   graph.spec)
+    if quantize == 'int8':
+      micro.write_c_sources(staged, flatbuffer,
+                            _c_comment(graph, info['micro']))
+    _write_sidecar(staged, info, graph.spec)
   return os.path.join(export_dir, TFLITE_FILENAME)
+
+
+def _c_comment(graph, facts):
+  """What heads model_data.cc/.h: which model, its input and output, and
+  what TFLM needs to run it."""
+  spec = graph.spec
+  model = spec.model_name
+  if spec.dataset_name:
+    model += ' on %s' % spec.dataset_name
+  if graph.global_step is not None:
+    model += ' (step %d)' % graph.global_step
+  arena = facts['tensor_arena_bytes']
+  arena = ("measured with TFLM's interpreter: %d bytes" % arena
+           if arena is not None else 'not measured')
+  return '\n'.join([
+      '%s: %s of export_model.py as a C array for TensorFlow Lite Micro. '
+      'Input: int8 %s; output 0: int8 logits of %d classes.' % (
+          model, TFLITE_FILENAME, list((1,) + spec.image_shape),
+          spec.num_classes),
+      '%d bytes; tensor arena %s.' % (facts['model_bytes'], arena),
+      'Ops (MicroMutableOpResolver<%d>): %s.' % (
+          len(facts['ops']), ', '.join(facts['ops'])),
+  ])
 
 
 def read_info(directory):
@@ -479,7 +511,14 @@ def export_inference_graph(spec, output_file, batch_size=None,
   check_destination(output_file, overwrite, '--output_file')
   shape = ((batch_size,) + ((num_frames,) if num_frames else ()) +
            spec.image_shape)
-  with tf.Graph().as_default() as graph:
+  # TF 1's reference variables, as TF-Slim's graphs have: TensorFlow's own
+  # freeze_graph, which TF-Slim's README and its recipes run on this file,
+  # restores through a Saver of reference variables only and fails on TF 2's
+  # resource variables with IndexError (tensorflow/tensorflow issue 24591).
+  # A scope setting, not tf1.disable_resource_variables(): no process-wide
+  # mode changes. Checkpoints are the same for either kind.
+  with tf.Graph().as_default() as graph, tf1.variable_scope(
+      tf1.get_variable_scope(), use_resource=False):
     images = tf1.placeholder(tf.float32, shape, name='input')
     logits = network_logits(spec, images, is_training=is_training)
     tf.identity(logits, name='logits')
