@@ -81,6 +81,11 @@ def feature(example, key):
   return values[0]
 
 
+def load_json(path):
+  with open(path, encoding='utf-8') as f:
+    return json.load(f)
+
+
 def labels_of(dataset_dir, split):
   found, _ = examples(dataset_dir, split)
   return {name: feature(e, 'image/class/label') for name, e in found.items()}
@@ -139,8 +144,7 @@ def test_index_keeps_only_numbers_per_image(tree):
   index = coco.load_index(tree['annotations']['train'], 'person', 0.005,
                           stream=io.StringIO())
   assert len(index) == NUM_TRAIN and index.category_id == 1
-  assert index.num_annotations == len(json.load(open(
-      tree['annotations']['train']))['annotations'])
+  assert index.num_annotations == len(load_json(tree['annotations']['train'])['annotations'])
   for array in (index.image_ids, index.heights, index.widths, index.labels,
                 index.box_offsets):
     assert array.dtype == np.int64
@@ -155,7 +159,7 @@ def test_index_keeps_only_numbers_per_image(tree):
 def test_records_hold_tf_slims_features_and_the_files_bytes(tree, converted):
   out, _ = converted
   found, _ = examples(out, 'train')
-  content = json.load(open(tree['annotations']['train']))
+  content = load_json(tree['annotations']['train'])
   images = {image['file_name']: image for image in content['images']}
   for name, example in found.items():
     assert set(example.features.feature) == FEATURES
@@ -174,7 +178,7 @@ def test_records_hold_tf_slims_features_and_the_files_bytes(tree, converted):
 def test_records_hold_the_boxes_and_areas_that_count(tree, converted):
   out, _ = converted
   found, _ = examples(out, 'train')
-  content = json.load(open(tree['annotations']['train']))
+  content = load_json(tree['annotations']['train'])
   image = next(i for i in content['images']
                if i['file_name'] == tree['special']['person'])
   persons = [a for a in content['annotations']
