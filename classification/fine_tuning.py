@@ -99,9 +99,10 @@ class CheckpointFitHook(tf1.train.SessionRunHook):
 
 
 def restore_variables(session, checkpoint, model_name, variables=None,
-                      spec=None):
+                      spec=None, moving_averages=None):
   """Restores `variables` (default: all) from `checkpoint`, with their moving
-  averages when every trainable one has them; returns whether it did.
+  averages when every trainable one has them (or as `moving_averages` says:
+  False, the variables themselves); returns whether it did.
 
   Raises ValueError naming the checkpoint when it does not fit the network
   (with the serving ModelSpec `spec`, naming the flag at fault).
@@ -112,6 +113,8 @@ def restore_variables(session, checkpoint, model_name, variables=None,
   trainable = [v for v in tf1.trainable_variables() if v.op.name in names]
   averaged = bool(trainable) and all(
       v.op.name + MOVING_AVERAGE_SUFFIX in shapes for v in trainable)
+  if moving_averages is not None:
+    averaged = averaged and moving_averages
 
   def name_in_checkpoint(v):
     name = v.op.name

@@ -56,9 +56,9 @@ class Result:
   layers: int  # batch-norm layers
   batches: int  # statistics averaged per variable
   images: int
-  moved: float  # mean relative change of the statistics evaluation reads
+  moved: float  # mean relative change of the moving statistics
   most_moved: str  # the variable that moved most, and by how much
-  moving_averages: bool  # the weights and statistics were the averages
+  moving_averages: bool  # the averages got their own, from averaged weights
 
   def line(self):
     return ('Precise batch norm: the moving means and variances of %d layers '
@@ -66,7 +66,8 @@ class Result:
             'weights of step %d%s; they moved by %.0f%% on average (most: '
             '%s); checkpoint %s rewritten' % (
                 self.layers, self.batches, self.images, self.step,
-                ' (moving averages)' if self.moving_averages else '',
+                ' (and their moving averages, through the averaged weights)'
+                if self.moving_averages else '',
                 100 * self.moved, self.most_moved, self.checkpoint))
 
 
@@ -75,12 +76,49 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
   """Rewrites `checkpoint` with exact batch-norm statistics (see the module
   doc). `input_fn()` returns the training dataset of (images, labels), each
   element one step's batch; it is split into `num_clones` slices as training
-  splits it, and every slice of `num_batches` elements counts. Returns a
-  Result."""
+  splits it, and every slice of `num_batches` elements counts. A checkpoint
+  trained with --moving_average_decay gets two sets: the variables' from the
+  weights, their averages' from the averaged weights (what evaluation with
+  --moving_average_decay and the exports read), each consistent with the
+  weights it is used with. Returns a Result."""
   if num_batches < 1:
     raise ValueError('--precise_bn_batches must be at least 1, got %d'
                      % num_batches)
   checkpoint = os.path.abspath(checkpoint)
+  tensors = checkpoint_rewrite.read_tensors(checkpoint)
+  new, passes = {}, 0
+  for suffix, averaged in (('', False), (MOVING_AVERAGE_SUFFIX, True)):
+    found = _statistics(checkpoint, model_name, num_classes, input_fn,
+                        num_batches, num_clones, session_config, averaged)
+    if found is None:  # no moving averages in the checkpoint
+      break
+    statistics, batches, images = found
+    new.update({name + suffix: value for name, value in statistics.items()})
+    passes += 1
+  moved = {}
+  for name, value in new.items():
+    old = tensors[name].astype(np.float64)
+    moved[name] = float(np.linalg.norm(value - old) / max(
+        np.linalg.norm(value), np.linalg.norm(old), 1e-12))
+    tensors[name] = value.astype(tensors[name].dtype)
+  tensors[MARKER] = np.array(batches, dtype=np.int64)
+  checkpoint_rewrite.rewrite(checkpoint, tensors)
+  worst = max(moved, key=moved.get)
+  return Result(
+      checkpoint=checkpoint,
+      step=int(tensors['global_step']) if 'global_step' in tensors else 0,
+      layers=len({name.rsplit('/', 1)[0] for name in statistics}),
+      batches=batches, images=images,
+      moved=float(np.mean(list(moved.values()))),
+      most_moved='%s, %.0f%%' % (worst, 100 * moved[worst]),
+      moving_averages=passes > 1)
+
+
+def _statistics(checkpoint, model_name, num_classes, input_fn, num_batches,
+                num_clones, session_config, moving_averages):
+  """({moving statistic: its average over the batches}, batches, images)
+  through the checkpoint's weights (or their moving averages; None when it
+  has none)."""
   with tf.Graph().as_default() as graph:
     images = tf1.data.make_one_shot_iterator(input_fn()).get_next()[0]
     network_fn = nets_factory.get_network_fn(model_name, num_classes,
@@ -93,46 +131,29 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
     if not updates:
       raise ValueError("--precise_bn_batches: model_name '%s' has no batch "
                        'norm, so nothing to recompute' % model_name)
-    values = collections.defaultdict(list)
+    values = collections.defaultdict(list)  # a variable's, one per slice
     for update in updates:
       values[update.name].append(update.value)
     sums = {name: 0.0 for name in values}
-    count = 0
+    count = images_seen = 0
     with tf1.Session(graph=graph, config=session_config) as session:
-      averaged = fine_tuning.restore_variables(session, checkpoint, model_name)
+      averaged = fine_tuning.restore_variables(
+          session, checkpoint, model_name, moving_averages=moving_averages)
+      if moving_averages and not averaged:
+        return None
       for _ in range(num_batches):
         try:
-          batch = session.run(dict(values))
+          batch, size = session.run((dict(values), tf.shape(images)[0]))
         except tf.errors.OutOfRangeError:
           raise ValueError('--precise_bn_batches=%d: the training split ends '
                            'after %d batches' % (num_batches, count)) from None
         for name, per_slice in batch.items():
           sums[name] = sums[name] + np.sum(per_slice, axis=0, dtype=np.float64)
         count += 1
-      batch_size = int(session.run(tf.shape(images)[0]))
-  statistics = {name: (sums[name] / (count * len(values[name])))
-                for name in values}
-  tensors = checkpoint_rewrite.read_tensors(checkpoint)
-  moved = {}
-  for name, value in statistics.items():
-    read = (name + MOVING_AVERAGE_SUFFIX
-            if averaged and name + MOVING_AVERAGE_SUFFIX in tensors else name)
-    old = tensors[read].astype(np.float64)
-    moved[name] = float(np.linalg.norm(value - old) / max(
-        np.linalg.norm(value), np.linalg.norm(old), 1e-12))
-    for target in (name, name + MOVING_AVERAGE_SUFFIX):
-      if target in tensors:
-        tensors[target] = value.astype(tensors[target].dtype)
-  tensors[MARKER] = np.array(count * num_clones, dtype=np.int64)
-  checkpoint_rewrite.rewrite(checkpoint, tensors)
-  worst = max(moved, key=moved.get)
-  layers = len({name.rsplit('/', 1)[0] for name in statistics})
-  step = int(tensors['global_step']) if 'global_step' in tensors else 0
-  return Result(checkpoint=checkpoint, step=step, layers=layers,
-                batches=count * num_clones, images=count * batch_size,
-                moved=float(np.mean(list(moved.values()))),
-                most_moved='%s, %.0f%%' % (worst, 100 * moved[worst]),
-                moving_averages=averaged)
+        images_seen += int(size)
+  slices_per_batch = len(next(iter(values.values())))
+  return ({name: sums[name] / (count * len(values[name])) for name in values},
+          count * slices_per_batch, images_seen)
 
 
 # -- saying when they are not settled ---------------------------------------
