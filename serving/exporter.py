@@ -479,10 +479,13 @@ def _c_comment(graph, facts):
   arena = ("measured with TFLM's interpreter: %d bytes" % arena
            if arena is not None else 'not measured')
   return '\n'.join([
-      '%s: %s of export_model.py as a C array for TensorFlow Lite Micro. '
-      'Input: int8 %s; output 0: int8 logits of %d classes.' % (
-          model, TFLITE_FILENAME, list((1,) + spec.image_shape),
-          spec.num_classes),
+      '%s: %s of export_model.py as a C array for TensorFlow Lite Micro.'
+      % (model, TFLITE_FILENAME),
+      'Input: int8 %s, the preprocessed image x as round(x / scale) + '
+      'zero_point with scale %.9g, zero_point %d. Output 0: int8 logits of '
+      '%d classes; output 1: their probabilities.'
+      % (list((1,) + spec.image_shape), facts['input_scale'],
+         facts['input_zero_point'], spec.num_classes),
       '%d bytes; tensor arena %s.' % (facts['model_bytes'], arena),
       'Ops (MicroMutableOpResolver<%d>): %s.' % (
           len(facts['ops']), ', '.join(facts['ops'])),

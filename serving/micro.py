@@ -20,10 +20,11 @@ in a child process (this file as a script): TFLM's Python interpreter
 aborts the whole process, rather than raising, on some models it cannot
 prepare and on some arenas too small.
 
-The arena is measured on this (64-bit) host with TFLM's reference kernels:
-a 32-bit microcontroller needs a little less (its pointers and tensor
-structs are smaller), optimized kernels (CMSIS-NN's, ...) may ask for
-scratch buffers of their own.
+The arena is measured on this (64-bit) host with TFLM's reference kernels
+and its recording allocator: a 32-bit microcontroller with the plain
+allocator needs a little less (smaller pointers and tensor structs, no
+records), optimized kernels (CMSIS-NN's, ...) may ask for scratch buffers
+of their own.
 """
 import importlib.metadata
 import importlib.util
@@ -93,11 +94,16 @@ def write_c_sources(directory, model_bytes, comment=''):
   return paths
 
 
+def _schema_and_model(model_bytes):
+  # TensorFlow's reader of the flatbuffer schema (TFLM's needs tflite-micro).
+  from tensorflow.lite.python import schema_py_generated as schema
+  return schema, schema.Model.GetRootAsModel(bytes(model_bytes), 0)
+
+
 def resolver_ops(model_bytes):
   """The MicroMutableOpResolver calls the model needs, e.g. 'AddConv2D'
   (builtin ops; a custom op by its custom code)."""
-  from tensorflow.lite.python import schema_py_generated as schema
-  model = schema.Model.GetRootAsModel(bytes(model_bytes), 0)
+  schema, model = _schema_and_model(model_bytes)
   names = {v: k for k, v in vars(schema.BuiltinOperator).items()
            if not k.startswith('_')}
   ops = set()
@@ -113,14 +119,25 @@ def resolver_ops(model_bytes):
   return sorted(ops)
 
 
+def input_quantization(model_bytes):
+  """(scale, zero point) of the model's input: the device feeds
+  round(x / scale) + zero point for the preprocessed value x."""
+  _, model = _schema_and_model(model_bytes)
+  graph = model.Subgraphs(0)
+  quantization = graph.Tensors(graph.Inputs(0)).Quantization()
+  return float(quantization.Scale(0)), int(quantization.ZeroPoint(0))
+
+
 def facts(model_bytes):
   """What export.json records of a model for microcontrollers: its bytes,
-  the C files and array, the resolver's ops and the tensor arena TFLM
-  measured (None, with `arena_not_measured` saying why, when it could not
-  be measured)."""
+  the C files and array, the resolver's ops, the input's quantization and
+  the tensor arena TFLM measured (None, with `arena_not_measured` saying
+  why, when it could not be measured)."""
+  scale, zero_point = input_quantization(model_bytes)
   recorded = {'model_bytes': len(model_bytes),
               'files': [CC_FILENAME, HEADER_FILENAME], 'array': ARRAY_NAME,
-              'ops': resolver_ops(model_bytes), 'tensor_arena_bytes': None}
+              'ops': resolver_ops(model_bytes), 'input_scale': scale,
+              'input_zero_point': zero_point, 'tensor_arena_bytes': None}
   try:
     recorded['tensor_arena_bytes'] = measure_arena(model_bytes)
     recorded['measured_with'] = '%s %s' % (
@@ -198,6 +215,8 @@ def run_micro(model_bytes, images, arena_size, timeout=600):
   Raises MicroError when the model does not fit the arena or TFLM cannot run
   it."""
   images = np.asarray(images)
+  if not len(images):
+    raise ValueError('run_micro needs at least one image')
   result, outputs = _child('run', model_bytes, [arena_size], images, timeout)
   if outputs is None:
     raise _failure(result, 'run the model in a %d-byte arena' % arena_size)

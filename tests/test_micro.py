@@ -130,6 +130,23 @@ def test_export_without_tflite_micro_writes_the_c_files_and_says_why_no_arena(
           tmp_path / 'int8' / 'model_data.h', len(model)))
 
 
+def test_export_failing_while_writing_the_c_files_leaves_nothing_behind(
+    monkeypatch, tmp_path):
+  def disk_full(*args):
+    raise OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(micro, 'write_c_sources', disk_full)
+  spec = exporter.make_spec('lenet', num_classes=10)
+  graph = exporter.RestoredGraph(spec, checkpoint=None)
+  images = np.random.RandomState(0).uniform(-1, 1, (10,) + spec.image_shape)
+  try:
+    with pytest.raises(OSError, match='No space left'):
+      exporter.write_tflite(graph, str(tmp_path / 'int8'), 'int8', images)
+  finally:
+    graph.close()
+  assert os.listdir(tmp_path) == []
+
+
 # -- the person detector's network on digits ---------------------------------------
 @pytest.fixture(scope='module')
 def person_detector(digits, tmp_path_factory):
@@ -277,6 +294,26 @@ def test_measured_arena_is_the_smallest_tflm_runs_the_model_in(int8_export):
       r"^TFLM's interpreter cannot run the model in a %d-byte arena: Failed "
       r'to allocate' % (arena - 16))):
     micro.run_micro(model, image, arena - 16)  # TFLM aligns to 16 bytes
+
+
+@pytest.mark.slow
+def test_int8_input_is_the_uint8_pixel_minus_128_as_the_example_feeds_it(
+    int8_export):
+  """mobilenet_v1's preprocessing maps pixels to [-1, 1]; the quantization
+  export.json records (the model's own) makes that the person_detection
+  image provider's `pixel - 128`, within the rounding of one unit."""
+  export_dir, _ = int8_export
+  facts = exporter.read_info(export_dir)['micro']
+  detail = tf.lite.Interpreter(model_path=os.path.join(
+      export_dir, 'model.tflite')).get_input_details()[0]
+  assert (facts['input_scale'], facts['input_zero_point']) == (
+      pytest.approx(detail['quantization'][0], rel=1e-6),
+      detail['quantization'][1])
+  pixels = np.arange(256)
+  preprocessed = pixels / 127.5 - 1
+  quantized = np.clip(np.round(preprocessed / facts['input_scale']) +
+                      facts['input_zero_point'], -128, 127)
+  assert np.max(np.abs(quantized - (pixels - 128))) <= 1
 
 
 @pytest.mark.slow
