@@ -230,7 +230,9 @@ def main(_):
         resumed_step >= F.max_number_of_steps):
       if F.precise_bn_batches and estimator.config.is_chief:
         # How an existing run gets exact statistics: the same command again.
-        recompute_batch_norm(estimator, dataset, input_fn)
+        status = recompute_batch_norm(estimator, dataset, input_fn)
+        if status:
+          return status
       else:
         print('%s is already at step %d (--max_number_of_steps=%d): nothing '
               'to train; raise --max_number_of_steps or pass another '
@@ -269,7 +271,9 @@ def main(_):
     return zoo_errors.PERMANENT
   if F.precise_bn_batches and estimator.config.is_chief:
     try:
-      recompute_batch_norm(estimator, dataset, input_fn)
+      status = recompute_batch_norm(estimator, dataset, input_fn)
+      if status:
+        return status
     except (ValueError, tf.errors.OpError) as e:
       print('train_image_classifier: error: %s' % zoo_errors.one_line(e),
             file=sys.stderr)
@@ -280,16 +284,25 @@ def main(_):
 
 def recompute_batch_norm(estimator, dataset, input_fn):
   """--precise_bn_batches on the latest checkpoint (the chief's: in a
-  cluster the workers have stopped stepping; it reads and writes train_dir)."""
+  cluster the workers have stopped stepping; it reads and writes train_dir).
+  Returns 0, or the exit status of a signal that stopped it."""
   checkpoint = estimator.latest_checkpoint()
   progress.print_now('Precise batch norm: %d batches of %d images through %s'
                      % (F.precise_bn_batches, F.batch_size * F.num_clones,
                         checkpoint))
-  result = precise_bn.recompute(
-      checkpoint, F.model_name, dataset.num_classes - F.labels_offset,
-      input_fn, F.precise_bn_batches, num_clones=F.num_clones,
-      session_config=script_flags.session_config())
+  try:
+    with faults.StopSignals() as signals:  # SIGTERM: stop between batches
+      result = precise_bn.recompute(
+          checkpoint, F.model_name, dataset.num_classes - F.labels_offset,
+          input_fn, F.precise_bn_batches, num_clones=F.num_clones,
+          session_config=script_flags.session_config(),
+          stopped=lambda: signals.received)
+  except faults.Stopped as e:
+    progress.print_now('%s (precise batch norm not done: the checkpoint is '
+                       'as training left it)' % e)
+    return e.exit_status
   progress.print_now(result.line())
+  return 0
 
 
 def last_line(estimator, task):

@@ -38,6 +38,7 @@ from classification import moving_statistics
 from deployment import model_deploy
 from nets import nets_factory
 from runner import checkpoint_rewrite
+from runner import faults
 
 tf1 = tf.compat.v1
 
@@ -72,7 +73,7 @@ class Result:
 
 
 def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
-              num_clones=1, session_config=None):
+              num_clones=1, session_config=None, stopped=lambda: None):
   """Rewrites `checkpoint` with exact batch-norm statistics (see the module
   doc). `input_fn()` returns the training dataset of (images, labels), each
   element one step's batch; it is split into `num_clones` slices as training
@@ -80,7 +81,9 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
   trained with --moving_average_decay gets two sets: the variables' from the
   weights, their averages' from the averaged weights (what evaluation with
   --moving_average_decay and the exports read), each consistent with the
-  weights it is used with. Returns a Result."""
+  weights it is used with. `stopped()` is asked between batches: a signal
+  number it returns stops the work (faults.Stopped), the checkpoint as it
+  was. Returns a Result."""
   if num_batches < 1:
     raise ValueError('--precise_bn_batches must be at least 1, got %d'
                      % num_batches)
@@ -89,7 +92,8 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
   new, passes = {}, 0
   for suffix, averaged in (('', False), (MOVING_AVERAGE_SUFFIX, True)):
     found = _statistics(checkpoint, model_name, num_classes, input_fn,
-                        num_batches, num_clones, session_config, averaged)
+                        num_batches, num_clones, session_config, averaged,
+                        stopped)
     if found is None:  # no moving averages in the checkpoint
       break
     statistics, batches, images = found
@@ -105,8 +109,7 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
   checkpoint_rewrite.rewrite(checkpoint, tensors)
   worst = max(moved, key=moved.get)
   return Result(
-      checkpoint=checkpoint,
-      step=int(tensors['global_step']) if 'global_step' in tensors else 0,
+      checkpoint=checkpoint, step=_step(checkpoint),
       layers=len({name.rsplit('/', 1)[0] for name in statistics}),
       batches=batches, images=images,
       moved=float(np.mean(list(moved.values()))),
@@ -114,8 +117,15 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
       moving_averages=passes > 1)
 
 
+def _step(checkpoint):
+  try:
+    return int(tf.train.load_variable(checkpoint, 'global_step'))
+  except (tf.errors.OpError, ValueError):
+    return 0
+
+
 def _statistics(checkpoint, model_name, num_classes, input_fn, num_batches,
-                num_clones, session_config, moving_averages):
+                num_clones, session_config, moving_averages, stopped):
   """({moving statistic: its average over the batches}, batches, images)
   through the checkpoint's weights (or their moving averages; None when it
   has none)."""
@@ -142,6 +152,8 @@ def _statistics(checkpoint, model_name, num_classes, input_fn, num_batches,
       if moving_averages and not averaged:
         return None
       for _ in range(num_batches):
+        if stopped():
+          raise faults.Stopped(stopped(), _step(checkpoint), checkpoint)
         try:
           batch, size = session.run((dict(values), tf.shape(images)[0]))
         except tf.errors.OutOfRangeError:

@@ -3,10 +3,11 @@ mean and variance becomes the plain average of the statistic its layer's own
 update uses, over every batch; the checkpoint is rewritten at its name and
 step, never torn (runner/checkpoint_rewrite.py); and an unsettled
 checkpoint is named by evaluation and the exporters."""
-import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -311,3 +312,39 @@ def test_every_image_network_with_batch_norm_has_its_updates_found(model_name):
     moving = sorted(v.op.name for v in tf1.global_variables()
                     if v.op.name.endswith(('moving_mean', 'moving_variance')))
     assert sorted({u.name for u in moving_statistics.moving_updates(graph)}) == moving
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigterm_during_precise_batch_norm_stops_it_and_leaves_the_checkpoint(digits, tmp_path):
+  train_dir = str(tmp_path / 'run')
+  command = [sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
+             '--dataset_name=digits', '--dataset_dir=%s' % digits,
+             '--model_name=%s' % MODEL, '--train_image_size=%d' % SIZE,
+             '--train_dir=%s' % train_dir, '--batch_size=8',
+             '--max_number_of_steps=5', '--save_interval_steps=5']
+  subprocess.run(command, check=True, capture_output=True, timeout=300)
+  checkpoint = os.path.join(train_dir, 'model.ckpt-5')
+  before = checkpoint_rewrite.read_tensors(checkpoint)
+  process = subprocess.Popen(command + ['--precise_bn_batches=100000'],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+  try:
+    for line in process.stdout:
+      if line.startswith('Precise batch norm: 100000 batches'):
+        break
+    time.sleep(3)  # into the batches
+    process.send_signal(15)
+    rest = process.communicate(timeout=60)[0]
+  finally:
+    process.kill()
+  assert process.returncode == 143, rest
+  assert re.search(r'stopped by SIGTERM at step 5; checkpoint \S+model.ckpt-5 '
+                   r'\(precise batch norm not done', rest), rest
+  after = checkpoint_rewrite.read_tensors(checkpoint)
+  assert sorted(after) == sorted(before)
+  for name in before:
+    np.testing.assert_array_equal(after[name], before[name])
+  assert tf.train.latest_checkpoint(train_dir) == checkpoint
+  assert not [n for n in os.listdir(train_dir)
+              if n.startswith(checkpoint_rewrite.STAGING_PREFIX)]
