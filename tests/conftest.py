@@ -1,7 +1,23 @@
 """The test process is a TF 1 program, as the scripts are and as the users'
 1.x code the runner serves: graph mode, and `tf.compat.v1.layers` (which the
 tests' model_fns use, as such code does) routed to tf-keras. Importing the
-project sets neither (tests/test_compat.py checks that in a fresh process)."""
+project sets neither (tests/test_compat.py checks that in a fresh process).
+
+Also here, how the suite is run (README "The two commands"):
+- tiers: every test not marked `slow` is marked `quick` (`./test.sh -m
+  quick`, the check before a commit); the full suite runs both.
+- order: the two xdist workers (pytest.ini: `-n 2 --dist loadgroup
+  --no-loadscope-reorder`) take work units from the front of one queue, in
+  the collection's order, as they become free. A unit is a test module (its
+  module fixtures built once), or a single test where that test, or its
+  module, is long (`work_units`). Units are ordered longest first by the
+  seconds recorded in tests/durations.json (`python tests/durations.py
+  <junit xml>` rewrites it): the longest-processing-time-first rule, so the
+  short units fill in at the end and neither worker idles while the other
+  runs a long test. Expensive things many modules build are built once per
+  run and shared by both workers (tests/shared.py).
+"""
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +31,9 @@ import tensorflow as tf  # noqa: E402
 
 import tf_compat  # noqa: E402,F401
 
+sys.path.insert(0, os.path.join(ROOT, 'tests'))
+import shared  # noqa: E402
+
 tf.compat.v1.disable_eager_execution()
 # TensorFlow reads TF_USE_LEGACY_KERAS at the first use of tf.compat.v1.layers;
 # it is unset again so that the scripts the tests run start as users' do.
@@ -26,12 +45,74 @@ if outer is not None:
   os.environ['TF_USE_LEGACY_KERAS'] = outer
 
 
-@pytest.fixture(scope='module')
-def digits(tmp_path_factory):
-  """The bundled digits converted by the script, as a user does: the records
-  directory the cluster tests train on (one conversion per test module)."""
-  directory = tmp_path_factory.mktemp('digits')
+DURATIONS = os.path.join(ROOT, 'tests', 'durations.json')
+# Seconds assumed for a test with no recorded duration (a new one).
+UNKNOWN_SECONDS = 2.0
+# A test of this many seconds is a work unit of its own; so is every test of
+# a module whose tests take this long together (see the module doc).
+SOLO_SECONDS = 30.0
+SPLIT_MODULE_SECONDS = 150.0
+
+
+def _recorded_seconds():
+  try:
+    with open(DURATIONS) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return {}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+  del config
+  for item in items:
+    if item.get_closest_marker('slow') is None:
+      item.add_marker(pytest.mark.quick)
+  seconds = _recorded_seconds()
+  units = work_units(items, lambda item: seconds.get(item.nodeid,
+                                                     UNKNOWN_SECONDS))
+  items[:] = []
+  for name, unit, _ in units:
+    for item in unit:
+      if name is not None:
+        item.add_marker(pytest.mark.xdist_group(name))
+      items.append(item)
+
+
+def work_units(items, seconds_of):
+  """[(xdist group name or None for a test of its own, [items], seconds)],
+  longest first; a module's units keep its order."""
+  modules = {}
+  for item in items:
+    modules.setdefault(item.nodeid.split('::')[0], []).append(item)
+  units = []
+  for module, tests in modules.items():
+    total = sum(seconds_of(t) for t in tests)
+    solo = [t for t in tests if total > SPLIT_MODULE_SECONDS or
+            seconds_of(t) >= SOLO_SECONDS]
+    rest = [t for t in tests if t not in solo]
+    units += [(None, [t], seconds_of(t)) for t in solo]
+    if rest:
+      units.append((module, rest, sum(seconds_of(t) for t in rest)))
+  order = {id(item): i for i, item in enumerate(items)}
+  return sorted(units, key=lambda u: (-u[2], order[id(u[1][0])]))
+
+
+def _convert_digits(directory):
   subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
                   '--dataset_name=digits', '--dataset_dir=%s' % directory],
                  check=True, capture_output=True, timeout=300, cwd=ROOT)
-  return directory
+
+
+@pytest.fixture(scope='session')
+def digits(tmp_path_factory):
+  """The bundled digits converted by the script, as a user does: the records
+  directory the cluster tests train on, converted once per run and shared by
+  the workers (tests/shared.py): read it, never change it."""
+  return shared.artifact(tmp_path_factory, 'digits', _convert_digits)
+
+
+@pytest.fixture(scope='session')
+def digits_dir(digits):
+  """`digits` as a path string (shared: read it, never change it)."""
+  return str(digits)

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import optimization
-from datasets import converters, dataset_factory, dataset_utils
+from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from runner import estimator as est
 from serving import exporter, inference
@@ -56,13 +56,6 @@ def train_lenet(digits_dir, train_dir, steps=300, **overrides):
                                            is_training=True, seed=0),
                   max_steps=steps)
   return estimator.latest_checkpoint()
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('digits'))
-  converters.convert('digits', path, stream=open(os.devnull, 'w'))
-  return path
 
 
 @pytest.fixture(scope='module')

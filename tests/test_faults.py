@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets import converters
 from deployment import launch
 from runner import estimator as est
 from runner import faults
@@ -30,13 +29,6 @@ LENET = ['--model_name=lenet', '--dataset_name=digits', '--optimizer=sgd',
          '--learning_rate=0.01', '--learning_rate_decay_type=fixed',
          '--weight_decay=0', '--batch_size=50', '--random_seed=0']
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('digits'))
-  converters.convert('digits', path, stream=open(os.devnull, 'w'))
-  return path
 
 
 def run(script, *args, timeout=300):

@@ -211,13 +211,6 @@ def test_fine_tuning_prints_what_it_restores_excludes_and_trains(
 
 
 # -- 5. output that tells the truth ---------------------------------------------
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('digits'))
-  converters.convert('digits', path, stream=open(os.devnull, 'w'))
-  return path
-
-
 def _first_loss(out):
   return float(re.search(r'^step 1/1 \(100%\): loss = ([\d.]+) ', out,
                          re.M).group(1))

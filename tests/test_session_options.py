@@ -1,6 +1,5 @@
 """--precision and the thread flags: the session config they make, and
 bfloat16 training that learns as float32 does, with float32 checkpoints."""
-import os
 
 import numpy as np
 import pytest
@@ -8,7 +7,7 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import optimization
-from datasets import converters, dataset_factory
+from datasets import dataset_factory
 from deployment import session_options
 from runner import estimator as est
 
@@ -115,13 +114,6 @@ def test_loss_scaled_optimizer_takes_the_unscaled_step():
   plain, _ = train('float32')
   np.testing.assert_allclose(scaled, plain, rtol=1e-6)
   assert 'current_loss_scale' in names
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('digits'))
-  converters.convert('digits', path, stream=open(os.devnull, 'w'))
-  return path
 
 
 def _train_and_evaluate(digits_dir, train_dir, precision, steps):

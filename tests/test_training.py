@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import optimization
-from datasets import converters, dataset_factory, dataset_utils
+from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from runner import estimator as est
 
@@ -24,13 +24,6 @@ LENET_FLAGS = ['--model_name=lenet', '--dataset_name=digits',
                '--optimizer=sgd', '--learning_rate=0.01',
                '--learning_rate_decay_type=fixed', '--weight_decay=0',
                '--batch_size=50', '--random_seed=0']
-
-
-@pytest.fixture(scope='module')
-def digits_dir(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp('digits'))
-  converters.convert('digits', path, stream=open(os.devnull, 'w'))
-  return path
 
 
 def run(script, *args, timeout=600):
