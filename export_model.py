@@ -35,6 +35,8 @@ import tensorflow as tf
 
 from classification import classifier
 from classification import fine_tuning
+from classification import precise_bn
+from classification import training_record
 from datasets import dataset_factory
 from serving import exporter
 from serving import micro
@@ -123,6 +125,12 @@ def main(_):
   except (ValueError, tf.errors.OpError) as e:
     print('export_model: error: %s' % zoo_errors.one_line(e), file=sys.stderr)
     return 1
+  record = training_record.read(checkpoint)[0] or {}
+  unsettled = precise_bn.unsettled_line(
+      checkpoint, record, record.get('moving_average_decay')
+      if graph.moving_averages else None)
+  if unsettled:
+    print('export_model: warning: %s' % unsettled, file=sys.stderr)
   print('Exported %s (step %s%s) as a %s to %s' % (
       checkpoint, graph.global_step,
       ', moving averages' if graph.moving_averages else '', what, written))

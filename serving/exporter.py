@@ -59,7 +59,7 @@ INFO_FILENAME = 'export.json'
 LABELS_FILENAME = 'labels.txt'
 TFLITE_FILENAME = 'model.tflite'
 SAVED_MODEL_EXTRA = 'assets.extra'  # TF Serving's place for files it ignores
-MOVING_AVERAGE_SUFFIX = '/ExponentialMovingAverage'
+MOVING_AVERAGE_SUFFIX = fine_tuning.MOVING_AVERAGE_SUFFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,50 +225,10 @@ def build_serving_graph(spec):
 
 
 # -- checkpoints -------------------------------------------------------------
-def restore_variables(session, checkpoint, model_name, variables=None,
-                      spec=None):
-  """Restores `variables` (default: all) from `checkpoint`, with their moving
-  averages when every trainable one has them; returns whether it did.
-
-  Raises ValueError naming the checkpoint when it does not fit the network
-  (with the ModelSpec `spec`, naming the flag at fault).
-  """
-  variables = tf1.global_variables() if variables is None else variables
-  shapes = dict(tf.train.list_variables(checkpoint))
-  names = {v.op.name for v in variables}
-  trainable = [v for v in tf1.trainable_variables() if v.op.name in names]
-  averaged = bool(trainable) and all(
-      v.op.name + MOVING_AVERAGE_SUFFIX in shapes for v in trainable)
-
-  def name_in_checkpoint(v):
-    name = v.op.name
-    if averaged and name + MOVING_AVERAGE_SUFFIX in shapes:
-      return name + MOVING_AVERAGE_SUFFIX
-    return name
-
-  to_restore = {name_in_checkpoint(v): v for v in variables}
-  missing, wrong = fine_tuning.checkpoint_mismatches(
-      shapes, {name: v.shape.as_list() for name, v in to_restore.items()})
-  if missing:
-    raise ValueError(
-        "checkpoint '%s' does not match the network %s: %d of its %d "
-        'variable(s) missing, first: %s; was it trained with another '
-        '--model_name?' % (checkpoint, model_name, len(missing),
-                           len(to_restore), ', '.join(missing[:3])))
-  if wrong:
-    if spec is not None:
-      raise ValueError(fine_tuning.misfit_message(
-          checkpoint, fine_tuning.shape_mismatches(shapes, {
-              name: v.shape.as_list() for name, v in to_restore.items()}),
-          spec.num_classes, spec.image_size, '--image_size'))
-    raise ValueError(
-        "checkpoint '%s' does not match the network %s: %d variable(s) with "
-        'other shapes, first: %s; check --dataset_name/--num_classes, '
-        '--labels_offset, --use_grayscale and --image_size' % (
-            checkpoint, model_name, len(wrong), '; '.join(wrong[:3])))
-  if to_restore:
-    tf1.train.Saver(to_restore).restore(session, checkpoint)
-  return averaged
+# Restores a checkpoint into the graph, with its moving averages when every
+# trainable variable has them (fine_tuning's: one definition for training,
+# evaluation and export).
+restore_variables = fine_tuning.restore_variables
 
 
 def checkpoint_step(checkpoint):

@@ -301,20 +301,6 @@ def test_unsettled_line_names_the_share_the_steps_and_the_flag(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('model_name', [
-    n for n in nets_factory.list_models()
-    if not nets_factory.get_info(n).num_frames])
-def test_every_image_network_with_batch_norm_has_its_updates_found(model_name):
-  info = nets_factory.get_info(model_name)
-  with tf.Graph().as_default() as graph:
-    nets_factory.get_network_fn(model_name, 5, is_training=True)(
-        tf1.placeholder(tf.float32, info.input_shape(1)))
-    moving = sorted(v.op.name for v in tf1.global_variables()
-                    if v.op.name.endswith(('moving_mean', 'moving_variance')))
-    assert sorted({u.name for u in moving_statistics.moving_updates(graph)}) == moving
-
-
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigterm_during_precise_batch_norm_stops_it_and_leaves_the_checkpoint(digits, tmp_path):
   train_dir = str(tmp_path / 'run')
@@ -348,3 +334,48 @@ def test_sigterm_during_precise_batch_norm_stops_it_and_leaves_the_checkpoint(di
   assert tf.train.latest_checkpoint(train_dir) == checkpoint
   assert not [n for n in os.listdir(train_dir)
               if n.startswith(checkpoint_rewrite.STAGING_PREFIX)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_eval_and_both_exporters_warn_of_an_unsettled_checkpoint_until_precise_batch_norm(digits, tmp_path):
+  train_dir = str(tmp_path / 'run')
+  train = [sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
+           '--dataset_name=digits', '--dataset_dir=%s' % digits,
+           '--model_name=%s' % MODEL, '--train_image_size=%d' % SIZE,
+           '--train_dir=%s' % train_dir, '--batch_size=8',
+           '--max_number_of_steps=5', '--save_interval_steps=5']
+  readers = {
+      'eval_image_classifier': [
+          '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--dataset_split_name=validation', '--checkpoint_path=%s' % train_dir],
+      'export_model': [
+          '--checkpoint_path=%s' % train_dir, '--format=tflite', '--overwrite',
+          '--export_dir=%s' % (tmp_path / 'tflite')],
+      'export_inference_graph': [
+          '--checkpoint_path=%s' % train_dir, '--overwrite',
+          '--output_file=%s' % (tmp_path / 'graph.pb')],
+  }
+
+  def warnings():
+    """{script: its stderr's warning lines naming --precise_bn_batches}."""
+    found = {}
+    for script, flags in readers.items():
+      result = subprocess.run(
+          [sys.executable, os.path.join(ROOT, script + '.py')] + flags,
+          capture_output=True, text=True, timeout=300, check=False)
+      assert result.returncode == 0, (script, result.stderr[-2000:])
+      found[script] = [line for line in result.stderr.splitlines()
+                       if line.startswith(script + ': warning: ') and
+                       '--precise_bn_batches' in line]
+    return found
+
+  subprocess.run(train, check=True, capture_output=True, timeout=300)
+  before = warnings()
+  for script, lines in before.items():
+    assert len(lines) == 1, (script, lines)
+    assert re.search(r'the batch-norm moving statistics of \S+model.ckpt-5 are '
+                     r'still \d+% their initial values \(5 steps', lines[0]), lines
+  subprocess.run(train + ['--precise_bn_batches=5'], check=True,
+                 capture_output=True, timeout=300)
+  assert warnings() == {script: [] for script in readers}
