@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
+from classification import moving_statistics
 from nets import nets_factory
 
 tf1 = tf.compat.v1
@@ -77,6 +78,9 @@ def test_graph_matches_published_checkpoint(name):
 
 @pytest.mark.parametrize('name', ALL)
 def test_training_step_is_finite_and_moves_every_variable(name):
+  """Also: every batch-norm moving statistic's update is found where
+  --precise_bn_batches looks for it (classification/moving_statistics.py),
+  on the training graph this builds anyway."""
   info = nets_factory.get_info(name)
   num_classes = 7
   shape = info.input_shape(
@@ -90,6 +94,9 @@ def test_training_step_is_finite_and_moves_every_variable(name):
                                      is_training=True)
     logits, end_points = fn(images)
     assert logits.shape.as_list() == [2, num_classes]
+    moving = sorted(v.op.name for v in tf1.global_variables() if v.op.name.endswith(
+        ('/moving_mean', '/moving_variance')))
+    assert sorted(u.name for u in moving_statistics.moving_updates()) == moving
     loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
     if 'AuxLogits' in end_points:
       loss += 0.4 * tf1.losses.sparse_softmax_cross_entropy(
