@@ -10,7 +10,10 @@
   - the factory is nets.registry (the one table) and nets.nets_factory
     (TF-Slim's interface to it);
   - nets.inception re-exports the Inception families under one name, as
-    TF-Slim's does.
+    TF-Slim's does;
+  - the generative nets, nets.dcgan, nets.cyclegan and nets.pix2pix, are
+    not classifiers: they register nothing and the factory does not list
+    them (nor does TF-Slim's); GAN programs import them (docs/gans.md).
 A new family is a new module that registers its networks, added to FAMILIES.
 """
 import tf_compat  # noqa: F401  (tf-slim on TF 2.21; must precede tf_slim use)
