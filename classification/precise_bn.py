@@ -49,6 +49,8 @@ MOVING_AVERAGE_SUFFIX = fine_tuning.MOVING_AVERAGE_SUFFIX
 # The share of initial value above which a checkpoint's statistics are said
 # to be unsettled ("mostly their initial values").
 UNSETTLED = 0.5
+
+
 # -- recomputing ------------------------------------------------------------
 @dataclasses.dataclass
 class Result:
@@ -146,16 +148,18 @@ def _statistics(checkpoint, model_name, num_classes, input_fn, num_batches,
       values[update.name].append(update.value)
     sums = {name: 0.0 for name in values}
     count = images_seen = 0
+    batch_size = tf.shape(images)[0]
     with tf1.Session(graph=graph, config=session_config) as session:
       averaged = fine_tuning.restore_variables(
           session, checkpoint, model_name, moving_averages=moving_averages)
       if moving_averages and not averaged:
         return None
       for _ in range(num_batches):
-        if stopped():
-          raise faults.Stopped(stopped(), _step(checkpoint), checkpoint)
+        signum = stopped()
+        if signum:
+          raise faults.Stopped(signum, _step(checkpoint), checkpoint)
         try:
-          batch, size = session.run((dict(values), tf.shape(images)[0]))
+          batch, size = session.run((dict(values), batch_size))
         except tf.errors.OutOfRangeError:
           raise ValueError('--precise_bn_batches=%d: the training split ends '
                            'after %d batches' % (num_batches, count)) from None
