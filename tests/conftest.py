@@ -4,8 +4,10 @@ tests' model_fns use, as such code does) routed to tf-keras. Importing the
 project sets neither (tests/test_compat.py checks that in a fresh process).
 
 Also here, how the suite is run (README "The two commands"):
-- tiers: every test not marked `slow` is marked `quick` (`./test.sh -m
-  quick`, the check before a commit); the full suite runs both.
+- tiers: a test is `slow` when marked so, or when tests/durations.json
+  recorded it at QUICK_LIMIT_SECONDS or more; every other test is `quick`
+  (`./test.sh -m quick`, the check before a commit: every package, a few
+  minutes); the full suite runs both.
 - order: the two xdist workers (pytest.ini: `-n 2 --dist loadgroup
   --no-loadscope-reorder`) take work units from the front of one queue, in
   the collection's order, as they become free. A unit is a test module (its
@@ -48,6 +50,8 @@ if outer is not None:
 DURATIONS = os.path.join(ROOT, 'tests', 'durations.json')
 # Seconds assumed for a test with no recorded duration (a new one).
 UNKNOWN_SECONDS = 2.0
+# A test recorded at this many seconds or more is slow, marked or not.
+QUICK_LIMIT_SECONDS = 6.0
 # A test of this many seconds is a work unit of its own; so is every test of
 # a module whose tests take this long together (see the module doc).
 SOLO_SECONDS = 30.0
@@ -65,10 +69,13 @@ def _recorded_seconds():
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
   del config
+  seconds = _recorded_seconds()
   for item in items:
     if item.get_closest_marker('slow') is None:
-      item.add_marker(pytest.mark.quick)
-  seconds = _recorded_seconds()
+      if seconds.get(item.nodeid, 0.0) >= QUICK_LIMIT_SECONDS:
+        item.add_marker(pytest.mark.slow)
+      else:
+        item.add_marker(pytest.mark.quick)
   units = work_units(items, lambda item: seconds.get(item.nodeid,
                                                      UNKNOWN_SECONDS))
   items[:] = []
