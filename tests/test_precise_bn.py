@@ -300,15 +300,20 @@ def test_unsettled_line_names_the_share_the_steps_and_the_flag(tmp_path):
   assert precise_bn.unsettled_line(checkpoint, record) is None
 
 
+def _five_steps(digits, train_dir):
+  """The training command of a 5-step run: its statistics unsettled."""
+  return [sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
+          '--dataset_name=digits', '--dataset_dir=%s' % digits,
+          '--model_name=%s' % MODEL, '--train_image_size=%d' % SIZE,
+          '--train_dir=%s' % train_dir, '--batch_size=8',
+          '--max_number_of_steps=5', '--save_interval_steps=5']
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigterm_during_precise_batch_norm_stops_it_and_leaves_the_checkpoint(digits, tmp_path):
   train_dir = str(tmp_path / 'run')
-  command = [sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
-             '--dataset_name=digits', '--dataset_dir=%s' % digits,
-             '--model_name=%s' % MODEL, '--train_image_size=%d' % SIZE,
-             '--train_dir=%s' % train_dir, '--batch_size=8',
-             '--max_number_of_steps=5', '--save_interval_steps=5']
+  command = _five_steps(digits, train_dir)
   subprocess.run(command, check=True, capture_output=True, timeout=300)
   checkpoint = os.path.join(train_dir, 'model.ckpt-5')
   before = checkpoint_rewrite.read_tensors(checkpoint)
@@ -340,11 +345,7 @@ def test_sigterm_during_precise_batch_norm_stops_it_and_leaves_the_checkpoint(di
 @pytest.mark.timeout(900)
 def test_eval_and_both_exporters_warn_of_an_unsettled_checkpoint_until_precise_batch_norm(digits, tmp_path):
   train_dir = str(tmp_path / 'run')
-  train = [sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
-           '--dataset_name=digits', '--dataset_dir=%s' % digits,
-           '--model_name=%s' % MODEL, '--train_image_size=%d' % SIZE,
-           '--train_dir=%s' % train_dir, '--batch_size=8',
-           '--max_number_of_steps=5', '--save_interval_steps=5']
+  train = _five_steps(digits, train_dir)
   readers = {
       'eval_image_classifier': [
           '--dataset_name=digits', '--dataset_dir=%s' % digits,
