@@ -82,7 +82,9 @@ def _defined_flags(source):
       call = ast.fix_missing_locations(ast.Expression(node))
       eval(compile(call, 'script', 'eval'),  # pylint: disable=eval-used
            {'script_flags': script_flags, 'values': values})
-  return names | set(values)
+  # An alias (--input_grayscale) is read through the flag it names.
+  aliases = {n for n in values if type(values[n]).__name__ == '_FlagAlias'}
+  return (names | set(values)) - aliases
 
 
 def _generated_reads(source):

@@ -12,7 +12,7 @@ import tf_slim as slim
 
 from deployment import model_deploy
 from runner import estimator as est
-from test_training import EVAL, LENET_FLAGS, TRAIN, digits_dir, run  # noqa: F401
+from test_training import EVAL, LENET_FLAGS, TRAIN, run  # noqa: F401
 
 tf1 = tf.compat.v1
 CPUS = tf1.ConfigProto(device_count={'CPU': 3})

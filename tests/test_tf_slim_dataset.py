@@ -157,7 +157,8 @@ def test_a_registration_call_plugs_in_the_same_module(user_module):
 
 def test_unknown_names_and_modules_without_a_dataset_are_one_line(user_module):
   with pytest.raises(ValueError, match=r"^unknown dataset_name 'shapez' \(known: "
-                     r"cifar10, digits, flowers, image_folder, imagenet, mnist; "
+                     r"cifar10, digits, flowers, image_folder, imagenet, mnist, "
+                       r"visualwakewords; "
                      r"or a dataset module on the Python path\)$"):
     dataset_factory.get_dataset('shapez', 'train', 'data')
   with pytest.raises(ValueError, match=r"dataset 'shapes' is read by "
