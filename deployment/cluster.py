@@ -42,7 +42,7 @@ TRAINING_JOBS = ('chief', 'worker')
 # Where a task reads its cluster from (--cluster_from).
 SOURCES = ('auto', 'flags', 'tf_config', 'slurm')
 _KNOWN_JOBS = ('chief', 'worker', 'ps', 'evaluator')
-_servers = {}  # (job, task) -> the Server this process started for it
+_servers = {}  # (job, task, address) -> the Server this process started
 
 
 class CannotStart(zoo_errors.Retryable, ValueError):
@@ -302,10 +302,12 @@ class Cluster(object):
   def start_server(self, config=None):
     """Starts (once per process) this task's server; returns it. A port
     that is taken fails with one line naming the task and the address."""
-    key = (self.task_type, self.task_id)
+    address = self.jobs[self.task_type][self.task_id]
+    # The address is part of the key: the same task name in another cluster
+    # (another port) is another server, and must be probed for its port.
+    key = (self.task_type, self.task_id, address)
     if key in _servers:
       return _servers[key]
-    address = self.jobs[self.task_type][self.task_id]
     port = int(address.rpartition(':')[2])
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:

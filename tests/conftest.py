@@ -11,8 +11,7 @@ Also here, how the suite is run (README "The two commands"):
 - order: the two xdist workers (pytest.ini: `-n 2 --dist loadgroup
   --no-loadscope-reorder`) take work units from the front of one queue, in
   the collection's order, as they become free. A unit is a test module (its
-  module fixtures built once), or a single test where that test, or its
-  module, is long (`work_units`). Units are ordered longest first by the
+  module fixtures built once), or a single long test (`work_units`). Units are ordered longest first by the
   seconds recorded in tests/durations.json (`python tests/durations.py
   <junit xml>` rewrites it): the longest-processing-time-first rule, so the
   short units fill in at the end and neither worker idles while the other
@@ -51,11 +50,10 @@ DURATIONS = os.path.join(ROOT, 'tests', 'durations.json')
 # Seconds assumed for a test with no recorded duration (a new one).
 UNKNOWN_SECONDS = 2.0
 # A test recorded at this many seconds or more is slow, marked or not.
-QUICK_LIMIT_SECONDS = 6.0
-# A test of this many seconds is a work unit of its own; so is every test of
-# a module whose tests take this long together (see the module doc).
-SOLO_SECONDS = 30.0
-SPLIT_MODULE_SECONDS = 150.0
+QUICK_LIMIT_SECONDS = 4.0
+# A test of this many seconds is a work unit of its own (see the module doc);
+# a module's shorter tests stay together, in their order.
+SOLO_SECONDS = 20.0
 
 
 def _recorded_seconds():
@@ -94,9 +92,7 @@ def work_units(items, seconds_of):
     modules.setdefault(item.nodeid.split('::')[0], []).append(item)
   units = []
   for module, tests in modules.items():
-    total = sum(seconds_of(t) for t in tests)
-    solo = [t for t in tests if total > SPLIT_MODULE_SECONDS or
-            seconds_of(t) >= SOLO_SECONDS]
+    solo = [t for t in tests if seconds_of(t) >= SOLO_SECONDS]
     rest = [t for t in tests if t not in solo]
     units += [(None, [t], seconds_of(t)) for t in solo]
     if rest:
