@@ -16,7 +16,10 @@ Also here, how the suite is run (README "The two commands"):
   <junit xml>` rewrites it): the longest-processing-time-first rule, so the
   short units fill in at the end and neither worker idles while the other
   runs a long test. Expensive things many modules build are built once per
-  run and shared by both workers (tests/shared.py).
+  run and shared by both workers (tests/shared.py). A test that uses a
+  module-scoped fixture stays in its module's unit however long it is: on
+  its own it could run on the other worker, which would build the fixture
+  (a trained model, an export) a second time.
 """
 import json
 import os
@@ -92,13 +95,22 @@ def work_units(items, seconds_of):
     modules.setdefault(item.nodeid.split('::')[0], []).append(item)
   units = []
   for module, tests in modules.items():
-    solo = [t for t in tests if seconds_of(t) >= SOLO_SECONDS]
+    solo = [t for t in tests if seconds_of(t) >= SOLO_SECONDS and
+            not _uses_module_fixtures(t)]
     rest = [t for t in tests if t not in solo]
     units += [(None, [t], seconds_of(t)) for t in solo]
     if rest:
       units.append((module, rest, sum(seconds_of(t) for t in rest)))
   order = {id(item): i for i, item in enumerate(items)}
   return sorted(units, key=lambda u: (-u[2], order[id(u[1][0])]))
+
+
+def _uses_module_fixtures(item):
+  fixtures = getattr(item, '_fixtureinfo', None)
+  return fixtures is not None and any(
+      definition.scope in ('module', 'class', 'package')
+      for definitions in fixtures.name2fixturedefs.values()
+      for definition in definitions)
 
 
 def _convert_digits(directory):

@@ -487,23 +487,24 @@ def randomize_variables(graph):
   network's logits are O(1) and differ between classes (fresh initialisers
   give some networks zero logits and others 1e12). One feed, one run
   (Variable.load adds an op and a run per variable: minutes for the zoo)."""
-  rng = np.random.RandomState(0)
+  rng = np.random.default_rng(0)  # float32 draws: vgg's 138M in 1 s, not 5
   feeds, assigns = {}, []
   with graph.graph.as_default():
     for variable in tf1.global_variables():
       shape = variable.shape.as_list()
       name = variable.op.name.split('/')[-1]
       if name in ('moving_variance', 'gamma'):
-        value = rng.uniform(0.5, 1.5, shape)
+        value = rng.uniform(0.5, 1.5, shape).astype(np.float32)
       elif len(shape) >= 2:  # weights: fan-in of one output
         fan_in = np.prod(shape[:-1]) if 'depthwise' not in name else np.prod(
             shape[:2])
-        value = rng.standard_normal(shape) / np.sqrt(fan_in)
+        value = rng.standard_normal(shape, np.float32)
+        value *= np.float32(1 / np.sqrt(fan_in))
       else:
-        value = rng.normal(0, 0.1, shape)
+        value = rng.normal(0, 0.1, shape).astype(np.float32)
       placeholder = tf1.placeholder(variable.dtype.base_dtype, shape)
       assigns.append(tf1.assign(variable, placeholder))
-      feeds[placeholder] = value.astype(np.float32)
+      feeds[placeholder] = value
     graph.session.run(assigns, feed_dict=feeds)
 
 
