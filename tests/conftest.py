@@ -23,7 +23,6 @@ Also here, how the suite is run (README "The two commands"):
 """
 import json
 import os
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +35,7 @@ import tensorflow as tf  # noqa: E402
 import tf_compat  # noqa: E402,F401
 
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
+import scripts  # noqa: E402
 import shared  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
@@ -114,9 +114,10 @@ def _uses_module_fixtures(item):
 
 
 def _convert_digits(directory):
-  subprocess.run([sys.executable, os.path.join(ROOT, 'download_and_convert_data.py'),
-                  '--dataset_name=digits', '--dataset_dir=%s' % directory],
-                 check=True, capture_output=True, timeout=300, cwd=ROOT)
+  converted = scripts.run('download_and_convert_data.py',
+                          '--dataset_name=digits', '--dataset_dir=%s' % directory,
+                          timeout=300)
+  assert converted.returncode == 0, converted.stderr[-3000:]
 
 
 @pytest.fixture(scope='session')

@@ -2,21 +2,19 @@
 itself is never asserted: it is the benchmark's to print)."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from benchmark_image_classifier import parse_args
 from benchmarks import classifier_benchmark as bench
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, 'benchmark_image_classifier.py')
 
 
 def run(*args):
-  return subprocess.run([sys.executable, BENCH] + list(args), cwd=ROOT,
-                        capture_output=True, text=True, timeout=900)
+  return scripts.run(BENCH, *args, timeout=900)
 
 
 @pytest.mark.parametrize('args, message', [

@@ -7,8 +7,6 @@ test; every wait is bounded in seconds."""
 import os
 import re
 import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -20,6 +18,7 @@ from deployment import launch
 from deployment import model_deploy
 import chaos
 from waiting import wait_for
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,11 +161,10 @@ def test_a_port_left_in_time_wait_by_a_killed_task_is_free_to_restart_on():
 
 
 def test_script_prints_one_line_for_a_task_outside_the_cluster(tmp_path):
-  result = subprocess.run(
-      [sys.executable, TRAIN, '--ps_hosts=127.0.0.1:1',
-       '--worker_hosts=127.0.0.1:2', '--job_name=worker', '--task=2',
-       '--dataset_dir=%s' % tmp_path, '--train_dir=%s' % (tmp_path / 't')],
-      capture_output=True, text=True, timeout=120, cwd=ROOT)
+  result = scripts.run(
+      TRAIN, '--ps_hosts=127.0.0.1:1', '--worker_hosts=127.0.0.1:2',
+      '--job_name=worker', '--task=2', '--dataset_dir=%s' % tmp_path,
+      '--train_dir=%s' % (tmp_path / 't'), timeout=120)
   assert result.returncode == 1
   errors = [l for l in result.stderr.splitlines()
             if l.startswith('train_image_classifier: error:')]

@@ -26,6 +26,7 @@ import chaos  # tests/chaos.py: the evaluation its jobs are judged by
 
 from classification import progress
 from deployment import launch
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,9 +110,7 @@ def test_a_ps_job_starts_and_trains_as_often_as_one_process_under_load(
     for start in range(starts):
       seed = base_seed * 1000 + start
       alone_dir = tmp_path / ('alone%d' % start)
-      alone = subprocess.run(
-          [sys.executable] + _argv(digits, alone_dir, steps, seed),
-          cwd=ROOT, capture_output=True, text=True, timeout=600)
+      alone = scripts.run(*_argv(digits, alone_dir, steps, seed), timeout=600)
       alone_out = alone.stdout + alone.stderr
       assert alone.returncode in (0, 1), alone_out[-3000:]
       first_alone = float(STEP_LINE.findall(alone.stdout)[0][1])
@@ -161,8 +160,7 @@ def test_a_run_that_ends_at_chance_level_says_so_in_its_last_line(
   # A learning rate of 1e-9 leaves the initial, untrained model: at chance.
   argv = _argv(digits, tmp_path / 'run', 210, 3)
   argv[argv.index('--learning_rate=0.05')] = '--learning_rate=1e-9'
-  result = subprocess.run([sys.executable] + argv, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+  result = scripts.run(*argv, timeout=300)
   assert result.returncode == 1, result.stderr[-3000:]
   last = [l for l in result.stderr.splitlines() if l.strip()][-1]
   assert re.match(

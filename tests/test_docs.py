@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import scripts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ['README.md'] + sorted(
     os.path.join('docs', name) for name in os.listdir(os.path.join(ROOT, 'docs'))
@@ -107,12 +109,13 @@ def test_every_command_names_a_script_and_flags_it_reads():
     assert os.path.isfile(os.path.join(ROOT, script)), (page, script)
     if script not in known:
       # absl scripts list every flag with --helpfull, argparse ones with --help.
-      command = ([sys.executable, '-m', 'deployment.launch']
-                 if script == 'deployment/launch.py' else [sys.executable, script])
       for option in ('--helpfull', '--help'):
-        result = subprocess.run(
-            command + [option], cwd=ROOT, capture_output=True, text=True,
-            timeout=120, check=False)
+        if script == 'deployment/launch.py':  # python -m deployment.launch
+          result = subprocess.run(
+              [sys.executable, '-m', 'deployment.launch', option], cwd=ROOT,
+              capture_output=True, text=True, timeout=120, check=False)
+        else:
+          result = scripts.run(script, option, timeout=120)
         if result.returncode in (0, 1):
           break
       assert result.returncode in (0, 1), (script, result.stderr[-2000:])

@@ -5,8 +5,6 @@
 on the retryable ones only. Every process started here has a timeout."""
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -14,6 +12,7 @@ import tensorflow as tf
 import zoo_errors
 from deployment import cluster
 from deployment import launch
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
@@ -70,9 +69,7 @@ def test_the_docs_table_is_the_code_table():
 
 
 def _train(*args, env=None):
-  return subprocess.run([sys.executable, TRAIN] + list(args), cwd=ROOT,
-                        capture_output=True, text=True, timeout=300,
-                        env=env)
+  return scripts.run(TRAIN, *args, env=env, timeout=300)
 
 
 def test_a_bad_flag_is_permanent(digits, tmp_path):

@@ -20,6 +20,7 @@ from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from runner import estimator as est
 from serving import exporter, inference
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,9 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run(script, *args, cwd=ROOT, timeout=600):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  return subprocess.run([sys.executable, os.path.join(ROOT, script)] +
-                        list(args), cwd=cwd, env=env, capture_output=True,
-                        text=True, timeout=timeout)
+  return scripts.run(script, *args, cwd=cwd, env=env, timeout=timeout)
 
 
 def error_line(result):

@@ -20,6 +20,7 @@ import tensorflow as tf
 from deployment import launch
 from runner import estimator as est
 from runner import faults
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, 'train_image_classifier.py')
@@ -32,9 +33,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
 
 
 def run(script, *args, timeout=300):
-  return subprocess.run([sys.executable, script] + list(args), cwd=ROOT,
-                        env=ENV, capture_output=True, text=True,
-                        timeout=timeout)
+  return scripts.run(script, *args, env=ENV, timeout=timeout)
 
 
 def start(script, *args):

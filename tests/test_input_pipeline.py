@@ -21,6 +21,7 @@ from preprocessing import inception_preprocessing
 from preprocessing import preprocessing_factory
 from preprocessing import vgg_preprocessing
 from runner import estimator as est
+import scripts
 
 tf1 = tf.compat.v1
 FAMILIES = {'inception': 299, 'vgg': 224, 'lenet': 28, 'cifarnet': 32}
@@ -345,14 +346,12 @@ def test_input_bound_note_names_the_fraction_from_the_threshold():
 @pytest.mark.slow
 def test_the_input_benchmark_reports_three_variants_and_their_ratios(tmp_path):
   import json  # pylint: disable=import-outside-toplevel
-  import subprocess  # pylint: disable=import-outside-toplevel
-  import sys  # pylint: disable=import-outside-toplevel
   out = str(tmp_path / 'input.json')
-  result = subprocess.run(
-      [sys.executable, input_benchmark.__file__, '--families=cifarnet',
-       '--modes=train', '--cores=1', '--images=8', '--rounds=2',
-       '--seconds=0.1', '--min_batches=1', '--warmup=1', '--batch_size=4',
-       '--output_json=' + out], capture_output=True, text=True, timeout=600)
+  result = scripts.run(
+      input_benchmark.__file__, '--families=cifarnet', '--modes=train',
+      '--cores=1', '--images=8', '--rounds=2', '--seconds=0.1',
+      '--min_batches=1', '--warmup=1', '--batch_size=4',
+      '--output_json=' + out, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   row, = json.load(open(out))['results']
   assert (row['family'], row['mode'], row['cores']) == ('cifarnet', 'train', '1')
@@ -364,14 +363,11 @@ def test_the_input_benchmark_reports_three_variants_and_their_ratios(tmp_path):
 @pytest.mark.slow
 def test_the_breakdown_times_every_stage_up_to_the_whole_function(tmp_path):
   import json  # pylint: disable=import-outside-toplevel
-  import subprocess  # pylint: disable=import-outside-toplevel
-  import sys  # pylint: disable=import-outside-toplevel
   out = str(tmp_path / 'breakdown.json')
-  result = subprocess.run(
-      [sys.executable, input_benchmark.__file__, '--breakdown', '--images=8',
-       '--rounds=1', '--seconds=0.1', '--min_batches=1', '--warmup=1',
-       '--batch_size=4', '--output_json=' + out],
-      capture_output=True, text=True, timeout=600)
+  result = scripts.run(
+      input_benchmark.__file__, '--breakdown', '--images=8', '--rounds=1',
+      '--seconds=0.1', '--min_batches=1', '--warmup=1', '--batch_size=4',
+      '--output_json=' + out, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   stages = json.load(open(out))['breakdown']
   assert sorted(stages) == ['inception', 'vgg']

@@ -12,8 +12,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import jsonschema
 import kubernetes_validate
@@ -22,6 +20,7 @@ import yaml
 
 import zoo_errors
 from deployment import cluster
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K8S = os.path.join(ROOT, 'deployment', 'k8s')
@@ -57,9 +56,7 @@ def test_the_docs_show_the_manifest_files_as_they_are():
 @pytest.fixture(scope='module')
 def train_help():
   """train_image_classifier.py --helpfull: every flag with its default."""
-  result = subprocess.run([sys.executable, 'train_image_classifier.py',
-                           '--helpfull'], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+  result = scripts.run('train_image_classifier.py', '--helpfull', timeout=120)
   return result.stdout
 
 

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import tensorflow as tf
 from classification import classifier
 from datasets import dataset_factory
 from serving import exporter, inference, micro
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,9 +43,7 @@ int main(int, char** argv) {
 
 def run(script, *args, timeout=600):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  return subprocess.run([sys.executable, os.path.join(ROOT, script)] +
-                        list(args), cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=timeout)
+  return scripts.run(script, *args, env=env, timeout=timeout)
 
 
 def array_of(source):

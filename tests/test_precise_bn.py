@@ -18,6 +18,7 @@ from classification import precise_bn
 from runner import checkpoint_rewrite
 from runner import faults
 from nets import nets_factory
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -300,6 +301,12 @@ def test_unsettled_line_names_the_share_the_steps_and_the_flag(tmp_path):
   assert precise_bn.unsettled_line(checkpoint, record) is None
 
 
+def _trains(command):
+  """Runs `command`, a training command of _five_steps'."""
+  result = scripts.run(*command[1:], timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+
+
 def _five_steps(digits, train_dir):
   """The training command of a 5-step run: its statistics unsettled."""
   return [sys.executable, os.path.join(ROOT, 'train_image_classifier.py'),
@@ -314,7 +321,7 @@ def _five_steps(digits, train_dir):
 def test_sigterm_during_precise_batch_norm_stops_it_and_leaves_the_checkpoint(digits, tmp_path):
   train_dir = str(tmp_path / 'run')
   command = _five_steps(digits, train_dir)
-  subprocess.run(command, check=True, capture_output=True, timeout=300)
+  _trains(command)
   checkpoint = os.path.join(train_dir, 'model.ckpt-5')
   before = checkpoint_rewrite.read_tensors(checkpoint)
   process = subprocess.Popen(command + ['--precise_bn_batches=100000'],
@@ -362,21 +369,18 @@ def test_eval_and_both_exporters_warn_of_an_unsettled_checkpoint_until_precise_b
     """{script: its stderr's warning lines naming --precise_bn_batches}."""
     found = {}
     for script, flags in readers.items():
-      result = subprocess.run(
-          [sys.executable, os.path.join(ROOT, script + '.py')] + flags,
-          capture_output=True, text=True, timeout=300, check=False)
+      result = scripts.run(script + '.py', *flags, timeout=300)
       assert result.returncode == 0, (script, result.stderr[-2000:])
       found[script] = [line for line in result.stderr.splitlines()
                        if line.startswith(script + ': warning: ') and
                        '--precise_bn_batches' in line]
     return found
 
-  subprocess.run(train, check=True, capture_output=True, timeout=300)
+  _trains(train)
   before = warnings()
   for script, lines in before.items():
     assert len(lines) == 1, (script, lines)
     assert re.search(r'the batch-norm moving statistics of \S+model.ckpt-5 are '
                      r'still \d+% their initial values \(5 steps', lines[0]), lines
-  subprocess.run(train + ['--precise_bn_batches=5'], check=True,
-                 capture_output=True, timeout=300)
+  _trains(train + ['--precise_bn_batches=5'])
   assert warnings() == {script: [] for script in readers}

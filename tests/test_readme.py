@@ -3,7 +3,6 @@ import importlib.util
 import os
 import re
 import shlex
-import subprocess
 import sys
 
 import numpy as np
@@ -16,6 +15,7 @@ from datasets import registry as dataset_registry
 from nets import nets_factory, registry
 from preprocessing import preprocessing_factory
 from preprocessing import registry as preprocessing_registry
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 tf1 = tf.compat.v1
@@ -52,10 +52,8 @@ def commands_after(marker):
 def run_script(command, cwd):
   """`python <script> <flags>` as written, the script from the checkout."""
   assert command[0] == 'python', command
-  result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, command[1])] + command[2:], cwd=cwd,
-      capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  result = scripts.run(command[1], *command[2:], cwd=cwd, timeout=600,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   return result.stdout
 

@@ -3,7 +3,6 @@ reads it, and the zoo table of docs/zoo.md written from it."""
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -15,6 +14,7 @@ import write_zoo_table
 from classification import fine_tuning
 from datasets import converters, dataset_factory
 from nets import lenet, nets_factory, registry
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -192,15 +192,13 @@ def test_train_script_fine_tunes_a_10_class_checkpoint_on_3_classes(tmp_path):
                      source_dir=str(images), validation_fraction=0,
                      stream=open(os.devnull, 'w'))
   train_dir = str(tmp_path / 'tuned')
-  result = subprocess.run(
-      [sys.executable, TRAIN, '--model_name=lenet',
-       '--dataset_name=image_folder', '--dataset_dir=' + str(tmp_path / 'data'),
-       '--train_dir=' + train_dir,
-       '--checkpoint_path=' + str(tmp_path / 'source'),
-       '--trainable_scopes=LeNet/fc4', '--max_number_of_steps=1',
-       '--batch_size=2', '--num_readers=1', '--num_preprocessing_threads=1'],
-      cwd=ROOT, capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  result = scripts.run(
+      TRAIN, '--model_name=lenet', '--dataset_name=image_folder',
+      '--dataset_dir=' + str(tmp_path / 'data'), '--train_dir=' + train_dir,
+      '--checkpoint_path=' + str(tmp_path / 'source'),
+      '--trainable_scopes=LeNet/fc4', '--max_number_of_steps=1',
+      '--batch_size=2', '--num_readers=1', '--num_preprocessing_threads=1',
+      timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
   assert result.returncode == 0, result.stderr[-3000:]
   assert ('Fine-tuning lenet for 3 classes (the checkpoint has 10): not '
           'restoring LeNet/fc4\n') in result.stdout

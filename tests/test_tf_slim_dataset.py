@@ -5,7 +5,6 @@ _NUM_CLASSES, labels.txt) plugs in unchanged: by its import path as
 converted by download_and_convert_data.py --dataset_name=image_folder."""
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ from datasets import reader
 from datasets import registry
 from runner import estimator as est
 from serving import exporter
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = os.path.join(ROOT, 'tests', 'data', 'shapes_tf_slim.py')
@@ -34,9 +34,7 @@ def _env():
 
 def script(name, *args, cwd):
   """Runs one of the project's scripts as a user does, from `cwd`."""
-  result = subprocess.run([sys.executable, os.path.join(ROOT, name)] + list(args),
-                          cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env=_env())
+  result = scripts.run(name, *args, cwd=cwd, env=_env(), timeout=600)
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
   return result.stdout
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 from classification import classifier
 from datasets import dataset_factory
 from nets import nets_factory
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,8 +84,11 @@ def read_graph_def(path):
 
 def run_python(*args, timeout=600, check=True):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  result = subprocess.run([sys.executable] + list(args), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+  if args[0].endswith('.py'):
+    result = scripts.run(*args, env=env, timeout=timeout)
+  else:  # python -m: TensorFlow's own module, run as it is
+    result = subprocess.run([sys.executable] + list(args), cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=timeout)
   if check:
     assert result.returncode == 0, (result.stdout[-2000:] +
                                     result.stderr[-3000:])

@@ -11,8 +11,6 @@ train on one scale and evaluate like the project's own script's checkpoint.
 import math
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -22,6 +20,7 @@ from datasets import dataset_factory
 from deployment import model_deploy
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -116,18 +115,17 @@ def project_script_accuracy(dataset_dir, train_dir):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
   common = ['--model_name=lenet', '--dataset_name=digits',
             '--dataset_dir=%s' % dataset_dir]
-  trained = subprocess.run(
-      [sys.executable, 'train_image_classifier.py'] + common + [
-          '--train_dir=%s' % train_dir, '--batch_size=%d' % BATCH,
-          '--max_number_of_steps=%d' % STEPS, '--optimizer=sgd',
-          '--learning_rate=%g' % LEARNING_RATE,
-          '--learning_rate_decay_type=fixed', '--weight_decay=0'],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  trained = scripts.run(
+      'train_image_classifier.py', *common,
+      '--train_dir=%s' % train_dir, '--batch_size=%d' % BATCH,
+      '--max_number_of_steps=%d' % STEPS, '--optimizer=sgd',
+      '--learning_rate=%g' % LEARNING_RATE,
+      '--learning_rate_decay_type=fixed', '--weight_decay=0', env=env,
+      timeout=600)
   assert trained.returncode == 0, trained.stderr[-3000:]
-  evaluated = subprocess.run(
-      [sys.executable, 'eval_image_classifier.py'] + common + [
-          '--dataset_split_name=validation', '--checkpoint_path=%s' % train_dir],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  evaluated = scripts.run(
+      'eval_image_classifier.py', *common, '--dataset_split_name=validation',
+      '--checkpoint_path=%s' % train_dir, env=env, timeout=600)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   return float(re.search(r'^Accuracy = ([\d.]+)$', evaluated.stdout,
                          re.M).group(1))

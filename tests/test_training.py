@@ -15,6 +15,7 @@ from classification import optimization
 from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from runner import estimator as est
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,9 +29,7 @@ LENET_FLAGS = ['--model_name=lenet', '--dataset_name=digits',
 
 def run(script, *args, timeout=600):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  return subprocess.run([sys.executable, script] + list(args), cwd=ROOT,
-                        env=env, capture_output=True, text=True,
-                        timeout=timeout)
+  return scripts.run(script, *args, env=env, timeout=timeout)
 
 
 def error_line(result):

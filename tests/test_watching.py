@@ -28,11 +28,12 @@ from classification import classifier
 from classification import eval_report
 from classification import optimization
 from classification import progress
-from datasets import converters, dataset_factory, dataset_utils
+from datasets import dataset_factory, dataset_utils
 from deployment import model_deploy
 from runner import estimator as est
 from runner import faults
 from runner import hooks as runner_hooks
+import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,9 +66,8 @@ def eval_args(digits_dir, checkpoint_path, *more):
 class Run(object):
   """The module's training and evaluation, and what they printed."""
 
-  def __init__(self, root):
-    self.digits_dir = str(root / 'digits')
-    converters.convert('digits', self.digits_dir, stream=open(os.devnull, 'w'))
+  def __init__(self, root, digits_dir):
+    self.digits_dir = digits_dir  # the run's shared conversion: read only
     self.train_dir = str(root / 'lenet')
     self.trained = run(
         TRAIN, '--model_name=lenet', '--dataset_name=digits',
@@ -89,8 +89,8 @@ class Run(object):
 
 
 @pytest.fixture(scope='module')
-def digits_run(tmp_path_factory):
-  return Run(tmp_path_factory.mktemp('watching'))
+def digits_run(tmp_path_factory, digits_dir):
+  return Run(tmp_path_factory.mktemp('watching'), digits_dir)
 
 
 def events(path):
@@ -358,26 +358,22 @@ def test_wait_for_checkpoints_builds_the_eval_curve(digits_run, tmp_path):
   assert [step for step, _ in scalars(events(eval_dir), 'Accuracy')] == [20, 25]
 
 
-def test_wait_for_checkpoints_waits_for_a_directory_not_there_yet(tmp_path):
+def test_wait_for_checkpoints_waits_for_a_directory_not_there_yet(
+    tmp_path, digits_dir):
   """The evaluator may start before training has made its directory; a file
   is refused with one line."""
   train_dir = str(tmp_path / 'not_yet')
-  digits_dir = str(tmp_path / 'digits')
-  converters.convert('digits', digits_dir, stream=open(os.devnull, 'w'))
-  waited = subprocess.run(
-      [sys.executable, EVAL] + list(eval_args(
-          digits_dir, train_dir, '--wait_for_checkpoints',
-          '--eval_interval_secs=1', '--eval_timeout_secs=2')),
-      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  waited = scripts.run(EVAL, *eval_args(
+      digits_dir, train_dir, '--wait_for_checkpoints', '--eval_interval_secs=1',
+      '--eval_timeout_secs=2'), timeout=300)
   assert waited.returncode == 0, waited.stderr[-3000:]
   assert waited.stdout.splitlines() == [
       'No new checkpoint in %s for 2s: done' % train_dir]
   a_file = tmp_path / 'model.ckpt'
   a_file.write_text('')
-  refused = subprocess.run(
-      [sys.executable, EVAL] + list(eval_args(
-          digits_dir, str(a_file), '--wait_for_checkpoints')),
-      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  refused = scripts.run(EVAL, *eval_args(digits_dir, str(a_file),
+                                          '--wait_for_checkpoints'),
+                        timeout=300)
   assert refused.returncode == 1
   assert refused.stderr.strip().splitlines()[-1] == (
       "eval_image_classifier: error: --wait_for_checkpoints follows a "
