@@ -23,6 +23,7 @@ themselves. Tests that signal or wait on a script use subprocess.Popen.
 import importlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -44,11 +45,28 @@ def run(script, *args, cwd=ROOT, env=None, timeout=600):
   env = dict(os.environ if env is None else env)
   argv = [path] + [str(a) for a in args]
   server = _server()
-  if server is None or not server.serves(env) or not os.path.isfile(path):
+  if (server is None or not os.path.isfile(path) or
+      not server.serves(_as_imported(path, argv, env))):
     return subprocess.run([sys.executable] + argv, cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout,
                           check=False)
   return server.run(argv, cwd, env, timeout)
+
+
+def _as_imported(path, argv, env):
+  """The environment TensorFlow is imported with in `python argv` under
+  `env`. A script that imports quiet_tensorflow first imports it with
+  TF_CPP_MIN_LOG_LEVEL=3 when the variable is unset and no --verbosity is
+  given (quiet_tensorflow.py), so the warm interpreter started with 3
+  serves it."""
+  if 'TF_CPP_MIN_LOG_LEVEL' in env:
+    return env
+  with open(path, errors='replace') as f:
+    quieted = '\nimport quiet_tensorflow' in f.read()
+  verbosity = [a for a in argv[1:] if re.match(r'--?(v|verbosity)(=|$)', a)]
+  if not quieted or verbosity:  # with a verbosity: fresh, whatever it is
+    return env
+  return dict(env, TF_CPP_MIN_LOG_LEVEL='3')
 
 
 class _Server(object):

@@ -6,8 +6,6 @@ nothing)."""
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from PIL import Image
 from classification import optimization
 from classification import training_record
 from datasets import converters
+import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLASSES = ('zero', 'one', 'two')
@@ -28,9 +27,7 @@ def run(script, *args, timeout=300):
   # The scripts' own defaults decide what reaches the terminal.
   env = dict(os.environ)
   env.pop('TF_CPP_MIN_LOG_LEVEL', None)
-  return subprocess.run([sys.executable, os.path.join(ROOT, script)] +
-                        list(args), cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=timeout)
+  return scripts.run(script, *args, env=env, timeout=timeout)
 
 
 def ok(result):

@@ -82,3 +82,27 @@ def test_another_import_time_environment_gets_a_fresh_interpreter(program):
   warm = json.loads(scripts.run(program).stdout)
   fresh = json.loads(scripts.run(program, env=env).stdout)
   assert fresh['ppid'] == os.getpid() != warm['ppid']
+
+
+QUIETED = r'''
+import os, sys
+sys.path.insert(0, %r)
+import quiet_tensorflow
+print(os.getppid(), os.environ['TF_CPP_MIN_LOG_LEVEL'])
+''' % scripts.ROOT
+
+
+def test_a_quieted_script_without_a_log_level_is_served_as_it_imports(
+    tmp_path):
+  """quiet_tensorflow imports TensorFlow at level 3 when none is set; with
+  a verbosity flag it sets its own, so that run starts fresh."""
+  path = tmp_path / 'quieted.py'
+  path.write_text(QUIETED)
+  env = dict(os.environ)
+  env.pop('TF_CPP_MIN_LOG_LEVEL', None)
+  warm = scripts.run(str(path), env=env)
+  fresh = scripts.run(str(path), '-v', '0', env=env)
+  assert warm.returncode == fresh.returncode == 0, warm.stderr + fresh.stderr
+  parent, level = warm.stdout.split()
+  assert int(parent) != os.getpid() and level == '3'
+  assert fresh.stdout.split() == [str(os.getpid()), '0']

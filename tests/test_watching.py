@@ -52,9 +52,7 @@ def run(script, *args, env=None, timeout=600):
   # The scripts' own defaults decide what reaches the terminal.
   env = dict(os.environ if env is None else env)
   env.pop('TF_CPP_MIN_LOG_LEVEL', None)
-  return subprocess.run([sys.executable, script] + list(args), cwd=ROOT,
-                        env=env, capture_output=True, text=True,
-                        timeout=timeout)
+  return scripts.run(script, *args, env=env, timeout=timeout)
 
 
 def eval_args(digits_dir, checkpoint_path, *more):
