@@ -6,19 +6,20 @@ output captured: a CompletedProcess with the exit status, stdout and stderr.
 Starting Python and importing TensorFlow costs about 4.5 CPU-seconds, most
 of a script run that ends in a flag error, and the suite runs several
 hundred scripts. So each test process keeps one warm interpreter that has
-imported TensorFlow, numpy and absl (nothing of the project) and forks it
-for a run: the fork is a process of its own (its pid, exit status, files,
-working directory and environment), sys.argv and sys.path[0] as `python
-script` sets them, the script executed as __main__ and its flags defined
-afresh, random generators reseeded.
+imported TensorFlow, tf-keras, tf-slim, numpy and absl (nothing of the
+project) and forks it for a run: the fork is a process of its own (its pid,
+exit status, files, working directory and environment), sys.argv and
+sys.path[0] as `python script` sets them, the script executed as __main__
+and its flags defined afresh, random generators reseeded.
 
 What it cannot give is a first import: TensorFlow was imported before the
 script ran, with the environment the warm interpreter was started with. A
-run whose environment differs from that one in a variable read at import
-(anything but the variables in RUNTIME_VARIABLES) therefore starts a fresh
+run whose import-time environment (`_as_imported`: all variables but
+RUNTIME_VARIABLES) differs from that one therefore starts a fresh
 interpreter, and so do the tests about first imports (tests/test_compat.py,
 quiet_tensorflow in tests/test_watching.py), which call subprocess
 themselves. Tests that signal or wait on a script use subprocess.Popen.
+`SCRIPTS_FRESH=1` runs every script in a fresh interpreter, to compare.
 """
 import importlib
 import json
