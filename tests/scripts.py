@@ -151,7 +151,9 @@ def _serve():
   for name in ('absl.flags', 'tensorflow', 'tf_keras', 'tf_slim'):
     importlib.import_module(name)
   replies = os.fdopen(os.dup(1), 'w')
-  os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints off the pipe
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 1)  # stray prints off the pipe
+  os.close(devnull)
   print(json.dumps({'ready': True}), file=replies, flush=True)
   for line in sys.stdin:
     request = json.loads(line)

@@ -11,15 +11,17 @@ import scripts
 
 PROGRAM = r'''
 import json, os, random, sys
+from absl import flags
 import numpy as np
 import tensorflow as tf
+flags.DEFINE_string('program_flag', 'default', 'defined by every run')
+flags.FLAGS(sys.argv[:1])  # a second definition in one process would raise
 print(json.dumps(dict(
     argv=sys.argv, path0=sys.path[0], cwd=os.getcwd(), file=__file__,
     name=__name__, pid=os.getpid(), ppid=os.getppid(),
     variable=os.environ.get('TF_CONFIG'),
     random=random.random(), numpy=float(np.random.random_sample()),
-    eager=tf.executing_eagerly(),
-    flags=sorted(f for f in __import__('absl.flags').flags.FLAGS)[:0])))
+    eager=tf.executing_eagerly(), flag=flags.FLAGS.program_flag)))
 print('to stderr', file=sys.stderr)
 if len(sys.argv) > 1 and sys.argv[1] == 'fail':
   raise ValueError('the failure')
@@ -48,6 +50,7 @@ def test_a_run_is_a_process_of_its_own_with_argv_cwd_and_environment(
     assert (facts['cwd'], facts['file'], facts['name']) == (
         str(tmp_path), program, '__main__')
     assert facts['variable'] == '{"task": {}}' and facts['eager']
+    assert facts['flag'] == 'default'  # defined afresh in each run
     assert facts['pid'] not in (os.getpid(), facts['ppid'])
   assert seen[0]['pid'] != seen[1]['pid']
   # Python's and numpy's generators are seeded per run, as in a new process.
