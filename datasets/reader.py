@@ -18,6 +18,14 @@ import tf_compat  # noqa: F401
 import tensorflow as tf
 
 
+# tf.data hands every map function to AutoGraph, which reads the source of
+# each Python function it calls (decoding, the label check, the whole
+# preprocessing) and rewrites Python control flow on tensors. Ours is graph
+# code (tf.cond, no Python `if` on a tensor), so the rewrite changes nothing
+# and costs every training and evaluation process about half a second of its
+# start-up: the pipeline's functions are traced as written.
+graph_code = tf.autograph.experimental.do_not_convert
+
 DEFAULT_SHUFFLE_BUFFER = 10000
 # TF-Slim's --num_readers and --num_preprocessing_threads, the defaults of
 # every reading function and of the flags.
@@ -132,7 +140,7 @@ def make_dataset(descriptor, batch_size, preprocess_fn=None, is_training=True,
     return image, label
 
   traced = []
-  dataset = dataset.map(lambda s: decode_and_preprocess(s, traced),
+  dataset = dataset.map(graph_code(lambda s: decode_and_preprocess(s, traced)),
                         num_parallel_calls=num_preprocessing_threads)
   if image_summaries and (traced or fused):
     # Summaries made in the fused pipeline's tf.cond branches stay there:
@@ -191,7 +199,7 @@ def _add_summary_pipeline(files, decode_and_preprocess, seed):
     return tf.compat.v1.summary.merge(made)
 
   records = tf.data.TFRecordDataset(files).repeat().shuffle(64, seed=seed)
-  summaries = records.map(summarize)  # traced here: any_made is known
+  summaries = records.map(graph_code(summarize))  # traced: any_made is known
   if not any_made:
     return
   summary = tf.compat.v1.data.make_one_shot_iterator(summaries).get_next()
