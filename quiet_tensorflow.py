@@ -1,4 +1,5 @@
-"""Keeps TensorFlow's own noise off the terminal; the scripts import it first.
+"""Keeps TensorFlow's own noise off the terminal, and its start-up short; the
+scripts import it first.
 
 What a script prints is its own: progress, checkpoints, results, one line per
 error. TensorFlow adds lines no user acts on, each quieted once, where it
@@ -24,6 +25,19 @@ comes from:
    `tf.layers.flatten`): ignored by their exact text, nothing else.
 5. Around a call wrapped in `quiet_native`, what native code prints unless the
    call fails.
+
+Start-up: `import tensorflow` imports Keras 3 whole (TensorFlow's
+__init__ loads keras.src.optimizers to register them), and Keras 3 loads
+its optional integrations with what is installed: scikit-learn with SciPy's
+statistics for its scikit-learn wrappers, matplotlib.pyplot for its image
+gallery; tf-slim loads scikit-learn for its metric-learning cluster loss.
+The scripts use none of them, and they cost about 1.3 of the 6 CPU-seconds
+a script takes to import TensorFlow and tf-slim (every task of a cluster
+pays that at each start). So both are imported here with `sklearn` and
+`matplotlib` unavailable, which each handles as "not installed"; those two
+import as usual afterwards (the digits converter's scikit-learn, the
+confusion matrix's matplotlib). A library user's process is left alone:
+only the scripts import this module.
 
 absl's `--verbosity=N` (`-v N`, in every script) turns all of this off and
 TensorFlow prints what it always did, at that level: N is absl's (-1 WARNING,
@@ -145,14 +159,54 @@ def quiet_native(function, *args, **kwargs):
     return function(*args, **kwargs)
 
 
+# What TensorFlow (through Keras 3) and tf-slim load at their import only
+# for integrations the scripts never use (module docstring, "Start-up").
+OPTIONAL_INTEGRATIONS = ('sklearn', 'matplotlib')
+
+
+class _Unavailable(object):
+  """A meta path finder for which `names` (top-level packages) are not
+  installed."""
+
+  def __init__(self, names):
+    self.names = names
+
+  def find_spec(self, fullname, path=None, target=None):
+    if fullname.split('.')[0] in self.names:
+      raise ModuleNotFoundError('%s: not while TensorFlow is imported'
+                                % fullname, name=fullname)
+    return None
+
+
+@contextlib.contextmanager
+def without_modules(names):
+  """Meanwhile `names` (not yet imported) cannot be imported."""
+  finder = _Unavailable([n for n in names if n not in sys.modules])
+  sys.meta_path.insert(0, finder)
+  try:
+    yield
+  finally:
+    sys.meta_path.remove(finder)
+
+
+def import_tensorflow():
+  """Imports TensorFlow and tf-slim without their optional integrations
+  (module docstring, "Start-up")."""
+  with without_modules(OPTIONAL_INTEGRATIONS):
+    import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    import tf_slim  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+
 def quiet():
   """Quiets TensorFlow as the module docstring says (once; idempotent)."""
   if VERBOSE:
+    if 'tensorflow' not in sys.modules:
+      import_tensorflow()
     return
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
   if 'tensorflow' not in sys.modules:
     with native_stderr_filtered():
-      import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+      import_tensorflow()
   logger = logging.getLogger('tensorflow')
   logger.setLevel(logging.WARNING)
   # Some of TensorFlow (the TFLite converter) logs INFO through absl, whose

@@ -267,6 +267,39 @@ def test_quiet_tensorflow_drops_start_up_and_info_lines_unless_asked_for(
     assert result.stderr == ''
 
 
+# What a script's start-up imports, then scikit-learn and matplotlib as the
+# digits converter and the confusion matrix import them.
+STARTUP_IMPORTS = '''
+import sys
+%s
+import tensorflow as tf
+import tf_slim
+from classification import classifier
+loaded = [n for n in ('sklearn', 'matplotlib') if n in sys.modules]
+import sklearn.datasets, matplotlib.figure
+from tf_slim.losses import metric_learning
+print(loaded, tf.keras.layers.Dense.__module__.split('.')[0],
+      metric_learning.HAS_SKLEARN)
+'''
+
+
+@pytest.mark.parametrize('first, loaded', [
+    ('import quiet_tensorflow', []),
+    ('', ['sklearn', 'matplotlib'])])  # the control: what it saves
+def test_scripts_start_without_the_libraries_optional_integrations(
+    first, loaded):
+  """A script's `import quiet_tensorflow` imports TensorFlow and tf-slim
+  without the scikit-learn and matplotlib they would load for Keras 3's and
+  tf-slim's optional integrations; both import as usual afterwards, and
+  `tf.keras` is still Keras 3. The control: imported plainly, they load."""
+  result = subprocess.run([sys.executable, '-c', STARTUP_IMPORTS % first],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.split('\n')[-2] == '%r keras %s' % (
+      loaded, not first)
+
+
 @pytest.mark.parametrize('argv, level', [
     (['x.py'], None), (['x.py', '--verbosity=1'], 1), (['x.py', '-v', '-1'], -1),
     (['x.py', '-v=0', '--model_name=lenet'], 0), (['x.py', '--v', '2'], 2),
