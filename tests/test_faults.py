@@ -140,8 +140,14 @@ def test_sigint_stops_an_evaluator_waiting_for_checkpoints(digits_dir, trained):
 def test_stop_signals_set_a_flag_then_restore_the_previous_handlers():
   calls = []
   previous = signal.signal(signal.SIGTERM, lambda *a: calls.append('old'))
+  # SIGINT's handler as this process got it: Python's default_int_handler,
+  # or SIG_IGN when the suite was started in the background (a shell
+  # without job control ignores SIGINT for what it starts with `&`).
+  interrupt = signal.getsignal(signal.SIGINT)
   try:
     with faults.StopSignals() as signals:
+      assert signal.getsignal(signal.SIGINT) not in (
+          interrupt, signal.default_int_handler)
       os.kill(os.getpid(), signal.SIGTERM)
       time.sleep(0.1)
       assert signals.received == signal.SIGTERM and calls == []
@@ -151,7 +157,7 @@ def test_stop_signals_set_a_flag_then_restore_the_previous_handlers():
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(0.1)
     assert calls == ['old', 'old']
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is interrupt
   finally:
     signal.signal(signal.SIGTERM, previous)
 
