@@ -55,6 +55,7 @@ RECOVERED = re.compile(
     r'^\[worker:0\] (\S+) \(\S+\) came back empty at step (\d+); '
     r'(?:restored \S*model\.ckpt-(\d+)|no checkpoint yet: initialising the '
     r'model)$', re.M)
+STARTED = re.compile(r'^launch: started (.*)$', re.M)
 ENDED = re.compile(r'^pods: (\S+) ended by itself with (\d+|none)$', re.M)
 
 
@@ -86,25 +87,13 @@ def launcher_argv(layout, max_restarts):
   return argv
 
 
-def _children(pid):
-  """{task name: pid} of the launcher's tasks now (from their TF_CONFIG)."""
-  found = {}
-  for entry in os.listdir('/proc'):
-    if not entry.isdigit():
-      continue
-    try:
-      with open('/proc/%s/stat' % entry) as f:
-        ppid = int(f.read().rsplit(')', 1)[1].split()[1])
-      if ppid != pid:
-        continue
-      with open('/proc/%s/environ' % entry, 'rb') as f:
-        environ = dict(v.split(b'=', 1) for v in f.read().split(b'\0')
-                       if b'=' in v)
-      task = json.loads(environ.get(b'TF_CONFIG', b'{}'))['task']
-      found['%s:%d' % (task['type'], task['index'])] = int(entry)
-    except (OSError, ValueError, KeyError, IndexError):
-      continue
-  return found
+def _tasks(log):
+  """{task name: pid} of the launcher's tasks now: its last `launch:
+  started` line (a fork of its warm interpreter is known by no other name:
+  its /proc environ and cmdline are the interpreter's)."""
+  started = STARTED.findall(log)
+  return {name: int(pid) for name, pid in
+          re.findall(r'(\S+) \(pid (\d+)\)', started[-1])} if started else {}
 
 
 class _CheckpointWatch(threading.Thread):
@@ -161,7 +150,7 @@ def run_job(digits, train_dir, steps, layout, kills=0, max_delay=4.0,
           break
         time.sleep(0.2)
       time.sleep(rng.uniform(0, max_delay))
-      tasks = _children(launcher.pid)
+      tasks = _tasks(text())
       if launcher.poll() is not None or not tasks:
         break
       names = sorted(tasks)

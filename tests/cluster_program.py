@@ -12,6 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import quiet_tensorflow  # noqa: E402,F401  (as the scripts: first)
 import tensorflow as tf  # noqa: E402
 
 from deployment import cluster  # noqa: E402

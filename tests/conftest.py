@@ -37,6 +37,12 @@ import tf_compat  # noqa: E402,F401
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 import scripts  # noqa: E402
 import shared  # noqa: E402
+from deployment import warm_start  # noqa: E402
+
+# pytest's name of the running test, in every process it starts, changes with
+# each test and is read by no script: the launcher's warm interpreter
+# (deployment/warm_start.py) serves tasks whatever its value.
+warm_start.RUNTIME_VARIABLES.append('PYTEST_CURRENT_TEST')
 
 tf.compat.v1.disable_eager_execution()
 # TensorFlow reads TF_USE_LEGACY_KERAS at the first use of tf.compat.v1.layers;
