@@ -6,8 +6,15 @@ tf_compat and quiet_tensorflow)."""
 import difflib
 import re
 import signal
+import sys
 
-import tensorflow as tf
+
+def _tf_errors():
+  """TensorFlow's errors module, or None before TensorFlow is imported (no
+  error of it can exist then). Not imported here: the launcher reads
+  statuses with this module and runs without TensorFlow."""
+  tf = sys.modules.get('tensorflow')
+  return tf.errors if tf is not None else None
 
 
 def unknown_name_message(what, name, known):
@@ -24,7 +31,8 @@ def one_line(error):
   text = getattr(error, 'message', None) or str(error) or repr(error)
   lines = [l.strip() for l in text.splitlines()
            if l.strip() and not l[0].isspace() and not l.startswith('Node:')]
-  if isinstance(error, tf.errors.OpError):
+  errors = _tf_errors()
+  if errors is not None and isinstance(error, errors.OpError):
     # Several devices failing at once: "N root error(s) found. (0) KIND: why"
     roots = re.findall(r'^\s*\(\d+\) [A-Z_]+: (.+)$', text, re.M)
     if roots:
@@ -54,9 +62,8 @@ class Retryable(RuntimeError):
 # TensorFlow's run-time errors that mean a peer or the network, not the
 # program: a task that went away, refused or reset a connection, or a wait
 # that timed out.
-_RETRYABLE_OP_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
-                        tf.errors.DeadlineExceededError,
-                        tf.errors.CancelledError)
+_RETRYABLE_OP_ERRORS = ('UnavailableError', 'AbortedError',
+                        'DeadlineExceededError', 'CancelledError')
 _RETRYABLE_TEXT = re.compile(
     r'Connection reset|Connection refused|Socket closed|failed to connect|'
     r'connect to all addresses|Stream removed|recvmsg:|GOAWAY|'
@@ -67,12 +74,14 @@ _RETRYABLE_TEXT = re.compile(
 def exit_status(error):
   """The status a script ends with for `error`: RETRYABLE when a restart of
   the job fixes it, else PERMANENT."""
-  if isinstance(error, Retryable) or isinstance(error, _RETRYABLE_OP_ERRORS):
+  if isinstance(error, Retryable):
     return RETRYABLE
-  if isinstance(error, tf.errors.OpError) and _RETRYABLE_TEXT.search(
-      error.message or ''):
+  errors = _tf_errors()
+  if errors is None or not isinstance(error, errors.OpError):
+    return PERMANENT
+  if isinstance(error, tuple(getattr(errors, n) for n in _RETRYABLE_OP_ERRORS)):
     return RETRYABLE
-  return PERMANENT
+  return RETRYABLE if _RETRYABLE_TEXT.search(error.message or '') else PERMANENT
 
 
 def signal_status(signum):

@@ -31,6 +31,7 @@ import socket
 import threading
 import time
 
+import tf_compat  # noqa: F401  (first: tf-slim on TF 2.21)
 import tensorflow as tf
 
 import zoo_errors

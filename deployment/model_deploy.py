@@ -62,10 +62,10 @@ import collections
 import contextlib
 import re
 
+import tf_compat  # noqa: F401  (first: tf-slim on TF 2.21)
 import tensorflow as tf
 import tf_slim as slim
 
-import tf_compat  # noqa: F401
 from deployment import cluster
 # The all-reduce layouts: the clone mechanism's one seam to them.
 from deployment.all_reduce import Copies, all_reduce_gradients, replica_slots

@@ -27,6 +27,7 @@ gets its own intra-op pool of intra_op_threads: then N logical CPU devices
 (--clone_on_cpu) mean N pools, N x intra_op_threads threads on the same cores.
 The scripts make their session first, so their flags hold.
 """
+import tf_compat  # noqa: F401  (first: tf-slim on TF 2.21)
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 

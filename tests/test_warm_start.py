@@ -156,3 +156,23 @@ def test_the_launcher_names_each_tasks_pid_and_starts_forks_unless_told(
                       re.M).group(1))
   facts = json.loads(re.search(r'^\[worker:0\] (\{.*\})$', out, re.M).group(1))
   assert (facts['ppid'] == os.getpid()) == fresh, (facts['ppid'], pid)
+
+
+def test_the_launcher_imports_no_tensorflow():
+  """`python -m deployment.launch` starts in a fraction of a second and its
+  output is its own (no TensorFlow start-up lines): the package and
+  zoo_errors import no TensorFlow; the modules that build graphs do (the
+  control)."""
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  probe = ('import sys, deployment.%s\n'
+           'print(sorted(m for m in ("tensorflow", "tf_slim", "numpy") '
+           'if m in sys.modules))')
+  loaded = {}
+  for module in ('launch', 'model_deploy'):
+    result = subprocess.run([sys.executable, '-c', probe % module], cwd=ROOT,
+                            env=env, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded[module] = (result.stdout.strip(), result.stderr)
+  assert loaded['launch'] == ('[]', '')
+  assert loaded['model_deploy'][0] == "['numpy', 'tensorflow', 'tf_slim']"
