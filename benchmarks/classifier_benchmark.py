@@ -1,7 +1,8 @@
 """The engine of benchmark_image_classifier.py: measuring, interleaving,
 peaks and reports. The command parses and checks the flags; this module
-turns them into jobs, runs each in a fresh process (this file, with
---_job=<the job as JSON>), and prints and writes the tables.
+turns them into jobs, runs each in a process of its own (this file, with
+--_job=<the job as JSON>, forked from a warm interpreter:
+deployment/warm_start.py), and prints and writes the tables.
 
 For each model, batch size and clone count, and for training and inference:
   * harness: the real path -- classifier.model_fn on model_deploy clones in
@@ -32,11 +33,13 @@ AMX, AVX512-BF16 from /proc/cpuinfo) and the peaks.
 --zoo_table instead measures every image network (or --models), one process
 each: graph build seconds, inference ms/image at batch 1, images/sec at
 --zoo_batch_size; printed and written as markdown.
-Every measurement runs in a fresh process (graph-mode TensorFlow and Keras 3
-cannot share one), after --warmup steps, for --steps timed steps. The kinds
-are interleaved within each of --rounds rounds, so a drift of the machine
-hits them alike; the table gives the median over rounds, the spread
-(min-max) and the ratio of each median to the bare graph's. The machine's
+Every measurement runs in a process of its own (graph-mode TensorFlow and
+Keras 3 cannot share one; a fork of one interpreter that has imported
+TensorFlow, so each pays no import before its steps), after --warmup
+steps, for --steps timed steps. The kinds are interleaved within each of
+--rounds rounds, so a drift of the machine hits them alike; the table
+gives the median over rounds, the spread (min-max) and the ratio of each
+median to the bare graph's. The machine's
 speed moves by tens of percent over minutes here: read a ratio together
 with the spread.
 
@@ -52,7 +55,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +65,7 @@ if ROOT not in sys.path:  # run as a file: the measurement's process
 
 # First, before anything imports TensorFlow: its start-up lines stay off.
 import quiet_tensorflow  # noqa: E402,F401  pylint: disable=unused-import
+from deployment import warm_start  # noqa: E402
 
 # keras.applications' model of each architecture of the zoo it has.
 KERAS_MODELS = {
@@ -412,18 +415,20 @@ MEASURE = {'harness': measure_harness, 'bare': measure_bare,
 
 
 def run_job(job):
-  """images/sec of one measurement (a dict for the zoo table), in a fresh
-  process."""
+  """images/sec of one measurement (a dict for the zoo table), in a process
+  of its own: a fork of a warm interpreter that has imported TensorFlow
+  (deployment/warm_start.py; the steps timed are the same, the 4-5
+  CPU-seconds of imports before them are paid once)."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get(
       'TF_CPP_MIN_LOG_LEVEL', '3'))
-  result = subprocess.run(
-      [sys.executable, os.path.abspath(__file__), '--_job=' + json.dumps(job)],
-      cwd=ROOT, env=env, capture_output=True, text=True)
+  result = warm_start.run(
+      [os.path.abspath(__file__), '--_job=' + json.dumps(job)], env=env,
+      cwd=ROOT)
   lines = [l for l in result.stdout.splitlines() if l.startswith('{')]
   if result.returncode != 0 or not lines:
     raise SystemExit('benchmark_image_classifier: error: %s %s %s failed: %s' % (
         job['kind'], job['mode'], job['model'],
-        (result.stderr.strip().splitlines() or ['no output'])[-1]))
+        (result.stdout.strip().splitlines() or ['no output'])[-1]))
   return json.loads(lines[-1])['result']
 
 

@@ -243,6 +243,22 @@ def start(name, argv, env, cwd, keep=2):
   return starter.start(name, argv, env, cwd)
 
 
+def run(argv, env=None, cwd=None):
+  """subprocess.run([python] + argv) to its end, its output and errors
+  together in .stdout: a fork where it can be one (`start`)."""
+  env = dict(os.environ if env is None else env)
+  process = start(os.path.basename(argv[0]), argv, env, cwd)
+  if process is None:
+    process = subprocess.Popen([sys.executable] + list(argv), env=env,
+                               cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True,
+                               errors='replace')
+  with process.stdout:
+    output = process.stdout.read()
+  return subprocess.CompletedProcess([sys.executable] + list(argv),
+                                     process.wait(), output, '')
+
+
 # -- the warm interpreter -----------------------------------------------------
 def _serve(link, argv):
   """Imports as `python argv...` would, then forks a task per request until

@@ -176,3 +176,21 @@ def test_the_launcher_imports_no_tensorflow():
     loaded[module] = (result.stdout.strip(), result.stderr)
   assert loaded['launch'] == ('[]', '')
   assert loaded['model_deploy'][0] == "['numpy', 'tensorflow', 'tf_slim']"
+
+
+@pytest.mark.timeout(300)
+def test_run_returns_a_forks_status_and_output_as_subprocess_run_does(
+    tmp_path):
+  """warm_start.run, the benchmark's measurements: a fork where it can be
+  one, else a new Python; output and errors together, in order."""
+  env = _probe('run')
+  forked = warm_start.run([PROGRAM, '4'], env=env, cwd=str(tmp_path))
+  plain = tmp_path / 'plain.py'
+  plain.write_text('import os, sys\nprint(os.getppid())\n'
+                   'print("to stderr", file=sys.stderr)\nsys.exit(5)\n')
+  fresh = warm_start.run([str(plain)], env=env)
+  assert (forked.returncode, fresh.returncode) == (4, 5)
+  facts = json.loads(forked.stdout.splitlines()[0])
+  assert facts['ppid'] != os.getpid() and facts['cwd'] == str(tmp_path)
+  assert forked.stdout.splitlines()[1:] == ['to stderr']
+  assert fresh.stdout.splitlines() == [str(os.getpid()), 'to stderr']
