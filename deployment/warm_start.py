@@ -43,7 +43,7 @@ import threading
 # that runs tasks may add its own variables).
 RUNTIME_VARIABLES = ['TF_CONFIG', 'PYTHONUNBUFFERED']
 _QUIET_FIRST = re.compile(r'^import quiet_tensorflow\b', re.M)
-_MESSAGE = 1 << 16
+_MESSAGE = 1 << 20  # the largest request read (argv and environment)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -194,8 +194,9 @@ class Starter(object):
     with self._lock, self._changed:
       try:
         socket.send_fds(self._socket, [request], [write])
-      except OSError:
-        pass
+      except OSError:  # gone, or a request too large for one message
+        os.close(read)
+        return None
       finally:
         os.close(write)
       self._changed.wait_for(lambda: self._replies or self._gone, 300)

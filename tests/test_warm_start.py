@@ -194,3 +194,12 @@ def test_run_returns_a_forks_status_and_output_as_subprocess_run_does(
   assert facts['ppid'] != os.getpid() and facts['cwd'] == str(tmp_path)
   assert forked.stdout.splitlines()[1:] == ['to stderr']
   assert fresh.stdout.splitlines() == [str(os.getpid()), 'to stderr']
+
+
+@pytest.mark.timeout(300)
+def test_a_request_too_large_for_one_message_starts_a_new_python():
+  env = dict(_probe('large'), **{'WARM_LARGE_%d' % i: 'x' * 60000
+                                 for i in range(4)})
+  task = _task('worker:0', ['6'], env)
+  assert isinstance(task.process, subprocess.Popen)
+  assert task.wait(120) == 6, task.output()[-2000:]
