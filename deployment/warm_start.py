@@ -296,12 +296,13 @@ def _serve(link, argv):
       continue
     if not data:  # the launcher is gone: its tasks stop with it
       break
+    interpreter = os.getpid()
     pid = os.fork()
     if pid == 0:
       link.close()
       os.close(wakeup)
       os.close(woken)
-      _become(json.loads(data), fds[0], started_with, sigint)
+      _become(json.loads(data), fds[0], started_with, sigint, interpreter)
       return  # to the end of the interpreter, as `python script` ends
     os.close(fds[0])
     children.add(pid)
@@ -327,14 +328,14 @@ def _reap(link, children):
         pass
 
 
-def _become(request, output, started_with, sigint):
+def _become(request, output, started_with, sigint, interpreter):
   """In the fork: the process `python argv...` would be, then its run."""
   signal.set_wakeup_fd(-1)
   signal.signal(signal.SIGCHLD, signal.SIG_DFL)
   signal.signal(signal.SIGINT, sigint)
   libc = ctypes.CDLL(None, use_errno=True)
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-  if os.getppid() == 1:  # the warm interpreter died before that
+  if os.getppid() != interpreter:  # it died before that: adopted elsewhere
     os._exit(128 + signal.SIGKILL)
   sys.stdout.flush()
   sys.stderr.flush()
