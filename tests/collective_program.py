@@ -29,11 +29,21 @@ from runner import replicate  # noqa: E402
 
 tf1 = tf.compat.v1
 BATCH = 16
+# The cluster's gradients differ from one device's by float32 rounding (the
+# sum of four clones' gradients in another order), about 1e-9 here. Adam
+# and RMSProp divide by the gradient's own scale plus epsilon: with their
+# defaults (Adam 1e-8; RMSProp 1e-10, inside its square root) an element
+# whose gradient is that small, which a random initialisation gives now and
+# then, turns 1e-9 into updates 1e-4 apart (seen once: 6.7e-05 against the
+# 1e-5 tolerance). These epsilons bound that gain (lr / epsilon: 500;
+# lr / sqrt(epsilon): 50), so the comparison measures the all-reduce,
+# whatever the initialisation.
 OPTIMIZERS = {
     'sgd': lambda: tf1.train.GradientDescentOptimizer(0.5),
     'momentum': lambda: tf1.train.MomentumOptimizer(0.1, 0.9),
-    'adam': lambda: tf1.train.AdamOptimizer(0.05),
-    'rmsprop': lambda: tf1.train.RMSPropOptimizer(0.05, momentum=0.9),
+    'adam': lambda: tf1.train.AdamOptimizer(0.05, epsilon=1e-4),
+    'rmsprop': lambda: tf1.train.RMSPropOptimizer(0.05, momentum=0.9,
+                                                  epsilon=1e-6),
 }
 
 
