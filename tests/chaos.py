@@ -27,7 +27,6 @@ once; when the chief ends, the ps and the worker must end by themselves with
 0 within 30 s.
 """
 import argparse
-import json
 import os
 import random
 import re
