@@ -39,9 +39,8 @@ TensorFlow, so each pays no import before its steps), after --warmup
 steps, for --steps timed steps. The kinds are interleaved within each of
 --rounds rounds, so a drift of the machine hits them alike; the table
 gives the median over rounds, the spread (min-max) and the ratio of each
-median to the bare graph's. The machine's
-speed moves by tens of percent over minutes here: read a ratio together
-with the spread.
+median to the bare graph's. The machine's speed moves by tens of percent
+over minutes here: read a ratio together with the spread.
 
 The bare graph trains the harness's loss (cross-entropy and TF-Slim's
 weight decay), so the two differ only by what the harness adds around a

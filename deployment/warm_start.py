@@ -118,8 +118,8 @@ class Starter(object):
   """One warm interpreter for `argv`'s script under `env`, started at once;
   `start` forks a task from it, `retire` lets it end with its last fork."""
 
-  def __init__(self, argv, env, cwd=None):
-    self.key = import_key(argv, env, cwd)
+  def __init__(self, argv, env, cwd, key):
+    self.key = key  # import_key(argv, env, cwd), read once by the caller
     self.argv = [os.path.abspath(_script(argv, cwd))] + list(argv[1:])
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # Run as a file, not `-m deployment.warm_start`: the package's
@@ -136,9 +136,8 @@ class Starter(object):
     self._gone = False
     threading.Thread(target=self._read, daemon=True).start()
 
-  def serves(self, argv, env, cwd=None):
-    return (self.key is not None and not self._gone and
-            import_key(argv, env, cwd) == self.key)
+  def serves(self, key):
+    return key == self.key and not self._gone
 
   def _read(self):
     """Records every message of the warm interpreter as it comes."""
@@ -230,13 +229,14 @@ def start(name, argv, env, cwd, keep=2):
   """`python argv...` as a Forked of a warm interpreter that serves it (one
   is started if none of the last `keep` does), or None when it cannot be a
   fork (import_key)."""
-  if import_key(argv, env, cwd) is None:
+  key = import_key(argv, env, cwd)
+  if key is None:
     return None
   for starter in _STARTERS:
-    if starter.serves(argv, env, cwd):
+    if starter.serves(key):
       break
   else:
-    starter = Starter(argv, env, cwd)
+    starter = Starter(argv, env, cwd, key)
     _STARTERS.insert(0, starter)
     for old in _STARTERS[keep:]:
       old.retire()
