@@ -29,6 +29,7 @@ the interpreter, left by its launcher (the launcher ended or was killed),
 stops its forks with SIGTERM and ends with them.
 """
 import ctypes
+import gc
 import json
 import os
 import re
@@ -274,6 +275,12 @@ def _serve(link, argv):
   sys.path.append(project)
   import quiet_tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   sys.path.remove(project)
+  # What the imports made (some 400,000 objects) is out of the cyclic
+  # collector's reach from here on: a fork's full collections would otherwise
+  # walk all of them, writing to each object's header and so copying every
+  # page of the shared heap (CPython's documented advice for a server that
+  # forks: gc.freeze() before fork). A one-step LeNet task: 3.0 -> 2.2 CPU-s (whole tree).
+  gc.freeze()
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tasks
   wakeup, woken = os.pipe()
   os.set_blocking(woken, False)
