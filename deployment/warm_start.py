@@ -279,7 +279,8 @@ def _serve(link, argv):
   # collector's reach from here on: a fork's full collections would otherwise
   # walk all of them, writing to each object's header and so copying every
   # page of the shared heap (CPython's documented advice for a server that
-  # forks: gc.freeze() before fork). A one-step LeNet task: 3.0 -> 2.2 CPU-s (whole tree).
+  # forks: gc.freeze() before fork). A one-step LeNet task: 3.0 -> 2.2 CPU-s
+  # (its whole process tree).
   gc.freeze()
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tasks
   wakeup, woken = os.pipe()
