@@ -53,6 +53,10 @@ def test_a_fork_is_the_process_a_new_python_is(tmp_path):
   new, fork = _facts(fresh), _facts(forked)
   assert new.pop('ppid') == os.getpid() != fork.pop('ppid')
   assert new.pop('draw') != fork.pop('draw')  # numpy reseeded in the fork
+  # The one intended difference: a fork starts with TensorFlow's objects
+  # frozen out of the collector's reach (warm_start._serve); a new Python,
+  # the project imported, has nothing frozen.
+  assert new.pop('gc_frozen') == 0 and fork.pop('gc_frozen') > 100000
   assert new == fork
   assert new['environ']['TF_CONFIG'] == config
   assert new['environ']['TF_CPP_MIN_LOG_LEVEL'] == '3'

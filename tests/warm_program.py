@@ -11,6 +11,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import quiet_tensorflow  # noqa: E402,F401  pylint: disable=unused-import
+import gc  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import signal  # noqa: E402
@@ -33,6 +34,7 @@ print(json.dumps({
     'graph_mode': not tf.executing_eagerly(),
     'draw': float(np.random.uniform()),
     'ppid': os.getppid(),
+    'gc_frozen': gc.get_freeze_count(),
 }), flush=True)
 print('to stderr', file=sys.stderr, flush=True)
 if sys.argv[2:] == ['wait']:
