@@ -278,6 +278,7 @@ def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
   train_dir = tmp_path / 'run'
   evaluator = [EVAL, '--dataset_name=digits', '--dataset_dir=%s' % digits,
                '--dataset_split_name=validation', '--model_name=lenet',
+               '--eval_image_size=%d' % chaos.IMAGE_SIZE,
                '--checkpoint_path=%s' % train_dir, '--wait_for_checkpoints',
                '--eval_interval_secs=1', '--stop_at_step=300']
   status = launch.run(1, 2, _train_argv(digits, train_dir, 300),
@@ -335,9 +336,14 @@ def test_sync_replicas_with_moving_averages_reach_the_last_step(digits,
 @pytest.mark.slow
 def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
                                                               tmp_path):
+  """The job runs with no end in sight until the chief is restarted: the
+  phases need steps trained, not a length, and a fixed length long enough
+  for a slow machine's phases (1200 steps) was mostly trained after them.
+  The restarted chief ends the job 200 steps after its checkpoint, and the
+  ps and worker 1 end with it."""
   train_dir = tmp_path / 'run'
   jobs = launch.cluster_of(1, 2)
-  argv = _train_argv(digits, train_dir, 1200)
+  argv = _train_argv(digits, train_dir, 10 ** 6)
   ps, chief, worker = (_start(argv, jobs, 'ps'), _start(argv, jobs, 'worker'),
                        _start(argv, jobs, 'worker', 1))
   tasks = [ps, chief, worker]
@@ -365,20 +371,23 @@ def test_killed_workers_and_chief_rejoin_and_the_job_finishes(digits,
     last = tf.train.latest_checkpoint(str(train_dir))
     for name, _ in tf.train.list_variables(last):  # readable after SIGKILL
       tf.train.load_variable(last, name)
-    chief = _start(argv, jobs, 'worker', 0)
+    end = int(last.rsplit('-', 1)[1]) + 200
+    chief = _start(_train_argv(digits, train_dir, end), jobs, 'worker', 0)
     tasks.append(chief)
-    wait_for(lambda: steps(chief) >= 2, 300, 'the restarted chief to train',
-             ps, chief)
-    phase('the restarted chief trains')
+    assert chief.wait(300) == 0, chief.output()[-3000:]
+    phase('the restarted chief trained to step %d' % end)
+    assert steps(chief) >= 2, chief.output()[-3000:]
     restored = re.findall(r'Resuming from (\S+)', chief.output())
     # The checkpoint the killed chief left last, by name: in async training
     # the step in its name and its global_step may differ by the other
     # worker's step taken between reading the step and saving.
     assert restored and os.path.basename(restored[0]) == os.path.basename(
         last), (restored, last)
-    assert chief.wait(300) == 0, chief.output()[-3000:]
+    trained = re.findall(r'Trained to step (\d+);', chief.output())
+    assert trained and int(trained[0]) >= end, chief.output()[-3000:]
     assert worker.wait(60) == 0, worker.output()[-3000:]
-    assert tf.train.load_variable(str(train_dir), 'global_step') >= 1200
+    assert ps.wait(60) == 0, ps.output()[-3000:]
+    assert tf.train.load_variable(str(train_dir), 'global_step') >= end
   finally:
     for t in tasks:
       t.stop()

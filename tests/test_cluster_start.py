@@ -38,6 +38,7 @@ STEP_LINE = re.compile(r'step (\d+)/\d+ \(\d+%\): loss = (\S+)')
 def _argv(digits, train_dir, steps=STEPS, seed=1):
   return [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
           '--model_name=lenet', '--train_dir=%s' % train_dir,
+          '--train_image_size=%d' % chaos.IMAGE_SIZE,
           '--optimizer=sgd', '--learning_rate=0.05',
           '--learning_rate_decay_type=fixed', '--batch_size=32',
           '--max_number_of_steps=%d' % steps, '--save_interval_secs=600',
