@@ -21,6 +21,7 @@ from deployment import model_deploy
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
+import chaos  # noqa: E402  (LeNet's image size for the digits)
 import collective_program as program  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
@@ -193,7 +194,8 @@ def test_a_late_worker_joins_a_killed_one_stops_the_job_and_a_restart_resumes(
   train_dir = tmp_path / 'run'
   jobs = _jobs(chief=False)  # TF-Slim's layout, as the launcher writes it
   argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
-          '--model_name=lenet', '--train_dir=%s' % train_dir,
+          '--model_name=lenet', '--train_image_size=%d' % chaos.IMAGE_SIZE,
+          '--train_dir=%s' % train_dir,
           '--optimizer=sgd', '--learning_rate=0.05',
           '--learning_rate_decay_type=fixed', '--batch_size=32',
           '--max_number_of_steps=300', '--log_every_n_steps=10',
@@ -252,7 +254,8 @@ def test_a_hung_worker_stops_the_others_after_the_collective_timeout(
   import signal
   jobs = _jobs(chief=True)
   argv = [TRAIN, '--dataset_name=digits', '--dataset_dir=%s' % digits,
-          '--model_name=lenet', '--train_dir=%s' % (tmp_path / 'run'),
+          '--model_name=lenet', '--train_image_size=%d' % chaos.IMAGE_SIZE,
+          '--train_dir=%s' % (tmp_path / 'run'),
           '--batch_size=32', '--max_number_of_steps=100000',
           '--log_every_n_steps=10', '--variable_update=collective_all_reduce',
           '--collective_timeout_secs=10']
