@@ -12,6 +12,7 @@ import glob
 import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -23,6 +24,7 @@ import tensorflow as tf
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 import coco_tree  # noqa: E402
+import scripts  # noqa: E402
 
 STEPS = 120  # the recipe's 1,000,000 cut short: enough to learn the drawn persons
 NUM_TRAIN, NUM_VAL = 240, 60
@@ -67,11 +69,22 @@ open("person_detection_model.tflite", "wb").write(tflite_quant_model)
 
 def _recipe(home, command, timeout=600):
   """Runs one of the recipe's shell commands in `home` (the recipe's
-  `models/research/slim/` scripts are this checkout's)."""
+  `models/research/slim/` scripts are this checkout's). The commands are
+  words and quotes only, so shlex splits them as the shell would; `python
+  script` runs as tests/scripts.py runs every script (a fork of a warm
+  interpreter, without TensorFlow's start-up), `python -m` a Python of its
+  own."""
   command = command.replace('models/research/slim/', ROOT + '/')
-  command = command.replace('python ', sys.executable + ' ', 1)
-  result = subprocess.run(command, shell=True, cwd=str(home), text=True,
-                          capture_output=True, timeout=timeout, check=False)
+  assert not set('$`|&;<>*?(){}') & set(command), command
+  words = shlex.split(command)
+  assert words[0] == 'python', command
+  if words[1] == '-m':
+    result = subprocess.run([sys.executable] + words[1:], cwd=str(home),
+                            text=True, capture_output=True, timeout=timeout,
+                            check=False)
+  else:
+    result = scripts.run(os.path.join(str(home), words[1]), *words[2:],
+                         cwd=str(home), timeout=timeout)
   assert result.returncode == 0, (command, result.stdout[-3000:],
                                   result.stderr[-3000:])
   return result.stdout + result.stderr
