@@ -20,6 +20,7 @@ from deployment import slurm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
+import chaos  # noqa: E402  (LeNet's image size for the digits)
 import slurm_cluster  # noqa: E402
 
 DOCS = os.path.join(ROOT, 'docs', 'cluster.md')
@@ -138,6 +139,9 @@ def _one_node_script(tmp_path, digits, train_dir, ntasks, steps, more=()):
       ('--dataset_dir=data/digits', '--dataset_dir=%s' % digits),
       ('--train_dir=runs/lenet_slurm', '--train_dir=%s' % train_dir),
       ('--max_number_of_steps=800', '--max_number_of_steps=%d' % steps),
+      # the cluster tests' image size for the 8x8 digits (tests/chaos.py)
+      ('--model_name=lenet', '--model_name=lenet --train_image_size=%d' %
+       chaos.IMAGE_SIZE),
   ] + list(more))
   path = tmp_path / 'lenet.sbatch'
   path.write_text(script)
