@@ -20,15 +20,16 @@ from datasets import dataset_factory
 from deployment import model_deploy
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+import chaos
 import scripts
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS, BATCH, LEARNING_RATE = 400, 50, 0.01
 EVAL_BATCH = 40  # 9 batches: the 360 validation images once
-# TF-Slim's --train_image_size and --eval_image_size: the 8x8 digits at
-# 16x16, not LeNet's default 28 (a step 2.5x cheaper, tests/chaos.py).
-IMAGE_SIZE = 16
+# TF-Slim's --train_image_size and --eval_image_size: the cluster tests'
+# size for the 8x8 digits, not LeNet's default 28 (tests/chaos.py).
+IMAGE_SIZE = chaos.IMAGE_SIZE
 
 
 def train_tf_slim_style(dataset_dir, train_dir, num_clones):
@@ -46,7 +47,7 @@ def train_tf_slim_style(dataset_dir, train_dir, num_clones):
         is_training=True)
     preprocess = preprocessing_factory.get_preprocessing('lenet',
                                                          is_training=True)
-    size = IMAGE_SIZE or network_fn.default_image_size
+    size = IMAGE_SIZE
     with tf1.device(config.inputs_device()):
       provider = slim.dataset_data_provider.DatasetDataProvider(
           dataset, num_readers=2, common_queue_capacity=20 * BATCH,
@@ -96,7 +97,7 @@ def evaluate_tf_slim_style(dataset_dir, checkpoint_dir, eval_dir):
     network_fn = nets_factory.get_network_fn(
         'lenet', num_classes=dataset.num_classes, is_training=False)
     preprocess = preprocessing_factory.get_preprocessing('lenet')
-    size = IMAGE_SIZE or network_fn.default_image_size
+    size = IMAGE_SIZE
     provider = slim.dataset_data_provider.DatasetDataProvider(
         dataset, shuffle=False, common_queue_capacity=2 * EVAL_BATCH,
         common_queue_min=EVAL_BATCH)
