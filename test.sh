@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the test suite (what CI runs). Extra arguments go to pytest, e.g.
-#   ./test.sh -m "not slow"     the quick subset
+#   ./test.sh -m quick     the quick tier, before each commit (docs/testing.md)
 set -e
 cd "$(dirname "$0")"
 . ./setup_env.sh
