@@ -199,14 +199,51 @@ def _wait_for(slurm_node, job_id, log, condition, seconds, what):
   """Returns once condition() holds; fails after `seconds`, or when the job
   has ended first."""
   started = time.time()
-  while not condition():
+  while True:
+    # The state is read before the condition: a job that ends between the two
+    # reads must not fail a wait whose condition its end fulfils (it did, once
+    # in three loaded runs, waiting for the job itself to end).
     job = slurm_node.job(job_id)
+    if condition():
+      return
     if job['JobState'] in ENDED or time.time() > started + seconds:
       pytest.fail('job %s is %s (Reason=%s, Restarts=%s) after %.0fs waiting '
                   'for %s\n%s' % (job_id, job['JobState'], job.get('Reason'),
                                    job.get('Restarts'), time.time() - started,
                                    what, _read(log)[-3000:]))
     time.sleep(0.5)
+
+
+class _EndsOnItsSecondRead(object):
+  """A job RUNNING at the first `scontrol show job` and COMPLETED after."""
+
+  def __init__(self):
+    self.reads = 0
+
+  def job(self, job_id):
+    self.reads += 1
+    return {'JobId': job_id,
+            'JobState': 'RUNNING' if self.reads == 1 else 'COMPLETED'}
+
+
+def test_a_wait_for_the_end_holds_when_the_job_ends_between_two_reads(
+    tmp_path):
+  node = _EndsOnItsSecondRead()
+  started = time.time()
+  _wait_for(node, '3', tmp_path / 'slurm.out',
+            lambda: node.job('3')['JobState'] in ENDED, 5, 'the job to end')
+  assert node.reads == 2 and time.time() - started < 1
+
+
+def test_a_wait_fails_naming_the_job_when_it_ends_without_the_condition(
+    tmp_path):
+  node = _EndsOnItsSecondRead()
+  log = tmp_path / 'slurm.out'
+  log.write_text('srun: error: localhost: task 1: Killed\n')
+  with pytest.raises(pytest.fail.Exception,
+                     match=r'job 3 is COMPLETED .* waiting for a checkpoint\n'
+                           r'srun: error: localhost: task 1: Killed'):
+    _wait_for(node, '3', log, lambda: False, 5, 'a checkpoint')
 
 
 @pytest.mark.slow
