@@ -122,6 +122,35 @@ def test_bad_tf_config_names_the_fault():
                                     'task': {'type': 'ps', 'index': 0}})
 
 
+class _ExitsOnItsSecondPoll(object):
+  """A task running at the first poll and exited (0) at every later one."""
+  name = 'worker:1'
+
+  def __init__(self):
+    self.polls = 0
+
+  def poll(self):
+    self.polls += 1
+    return None if self.polls == 1 else 0
+
+  def output(self):
+    return 'Trained to step 30\n'
+
+
+def test_a_wait_holds_when_the_task_fulfils_it_and_exits_between_two_reads():
+  task = _ExitsOnItsSecondPoll()
+  started = time.time()
+  wait_for(lambda: task.poll() is not None, 5, 'the end', task)
+  assert task.polls == 2 and time.time() - started < 1
+
+
+def test_a_wait_fails_naming_the_task_that_exited_without_fulfilling_it():
+  task = _ExitsOnItsSecondPoll()
+  with pytest.raises(AssertionError, match='worker:1 exited \\(0\\) while '
+                     'waiting for a checkpoint:\nTrained to step 30'):
+    wait_for(lambda: False, 5, 'a checkpoint', task)
+
+
 def test_a_port_in_use_names_the_task_and_the_port():
   taken = socket.socket()
   taken.bind(('', 0))

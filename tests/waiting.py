@@ -7,11 +7,14 @@ def wait_for(predicate, seconds, what, *watched):
   its output when one of the `watched` tasks has exited meanwhile."""
   deadline = time.time() + seconds
   while time.time() < deadline:
+    # Who has exited is read before the predicate: a task that fulfils it and
+    # exits between the two reads must not fail the wait (test_slurm_real's
+    # wait on a job's state did, once).
+    exited = [task for task in watched if task.poll() is not None]
     if predicate():
       return
-    for task in watched:
-      if task.poll() is not None:
-        raise AssertionError('%s exited (%s) while waiting for %s:\n%s' % (
-            task.name, task.poll(), what, task.output()[-3000:]))
+    if exited:
+      raise AssertionError('%s exited (%s) while waiting for %s:\n%s' % (
+          exited[0].name, exited[0].poll(), what, exited[0].output()[-3000:]))
     time.sleep(0.5)
   raise AssertionError('timed out after %ds waiting for %s' % (seconds, what))
