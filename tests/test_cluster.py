@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import time
+import types
 
 import numpy as np
 import pytest
@@ -149,6 +150,15 @@ def test_a_wait_fails_naming_the_task_that_exited_without_fulfilling_it():
   with pytest.raises(AssertionError, match='worker:1 exited \\(0\\) while '
                      'waiting for a checkpoint:\nTrained to step 30'):
     wait_for(lambda: False, 5, 'a checkpoint', task)
+
+
+def test_a_wait_that_times_out_shows_what_each_task_printed():
+  ps = types.SimpleNamespace(name='ps:0', poll=lambda: None,
+                             output=lambda: 'serving at 127.0.0.1:2222\n')
+  with pytest.raises(AssertionError, match='timed out after 0s waiting for '
+                     'worker 1 to train\nps:0, still running:\nserving at '
+                     '127.0.0.1:2222'):
+    wait_for(lambda: False, 0, 'worker 1 to train', ps)
 
 
 def test_a_port_in_use_names_the_task_and_the_port():

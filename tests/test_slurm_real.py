@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 import chaos  # noqa: E402  (LeNet's image size for the digits)
 import slurm_cluster  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 DOCS = os.path.join(ROOT, 'docs', 'cluster.md')
 STEP = re.compile(r'step (\d+)/\d+ \(\d+%\): loss')
@@ -195,23 +196,28 @@ def submit(slurm_node):
     slurm_node.cancel(job_id)
 
 
+class _Job(object):
+  """A Slurm job as tests/waiting.py watches a task: it has ended once
+  `scontrol show job` shows an ended state; its output is its log and, last
+  (a failure shows the end), its state."""
+
+  def __init__(self, slurm_node, job_id, log):
+    self.name = 'job %s' % job_id
+    self._node, self._id, self._log = slurm_node, job_id, log
+
+  def poll(self):
+    state = self._node.job(self._id)['JobState']
+    return state if state in ENDED else None
+
+  def output(self):
+    job = self._node.job(self._id)
+    return '%s\n(JobState=%s Reason=%s Restarts=%s)' % (
+        _read(self._log), job['JobState'], job.get('Reason'),
+        job.get('Restarts'))
+
+
 def _wait_for(slurm_node, job_id, log, condition, seconds, what):
-  """Returns once condition() holds; fails after `seconds`, or when the job
-  has ended first."""
-  started = time.time()
-  while True:
-    # The state is read before the condition: a job that ends between the two
-    # reads must not fail a wait whose condition its end fulfils (it did, once
-    # in three loaded runs, waiting for the job itself to end).
-    job = slurm_node.job(job_id)
-    if condition():
-      return
-    if job['JobState'] in ENDED or time.time() > started + seconds:
-      pytest.fail('job %s is %s (Reason=%s, Restarts=%s) after %.0fs waiting '
-                  'for %s\n%s' % (job_id, job['JobState'], job.get('Reason'),
-                                   job.get('Restarts'), time.time() - started,
-                                   what, _read(log)[-3000:]))
-    time.sleep(0.5)
+  wait_for(condition, seconds, what, _Job(slurm_node, job_id, log))
 
 
 class _EndsOnItsSecondRead(object):
@@ -240,9 +246,11 @@ def test_a_wait_fails_naming_the_job_when_it_ends_without_the_condition(
   node = _EndsOnItsSecondRead()
   log = tmp_path / 'slurm.out'
   log.write_text('srun: error: localhost: task 1: Killed\n')
-  with pytest.raises(pytest.fail.Exception,
-                     match=r'job 3 is COMPLETED .* waiting for a checkpoint\n'
-                           r'srun: error: localhost: task 1: Killed'):
+  with pytest.raises(AssertionError,
+                     match=r'job 3 exited \(COMPLETED\) while waiting for a '
+                           r'checkpoint:\nsrun: error: localhost: task 1: '
+                           r'Killed\n\n\(JobState=COMPLETED Reason=None '
+                           r'Restarts=None\)'):
     _wait_for(node, '3', log, lambda: False, 5, 'a checkpoint')
 
 
