@@ -24,9 +24,10 @@ initialises or restores the variables; `broadcast_from_chief` then sends its
 values to every worker (runner/estimator.py runs it when the session
 starts), and the chief alone writes checkpoints and summaries, with one
 model's names. Batch norm keeps the one-machine rule: the statistics saved
-are those of the chief's first clone. A collective that waits longer than
-`collective_timeout_secs` for a worker (killed, hung, not started) fails the
-step, so no task waits forever.
+are those of the chief's first clone. A step (or the broadcast) that waits
+longer than `collective_timeout_secs` for a worker (killed, hung, not
+started) fails (`step_options`: the deadline is the session run's, not each
+op's), so no task waits forever.
 
 model_deploy's clone mechanism calls this module at three points, and only
 when `DeploymentConfig.replicated`: `Copies`, a clone's copies of clone 0's
@@ -139,11 +140,10 @@ def all_reduce_gradients(clones, clone_grads, config=None):
   """
   num_clones = len(clones)
   cross_worker = config is not None and config.collective
-  group_size, timeout, scale = num_clones, 0.0, None
+  group_size, scale = num_clones, None
   keys = _collective_keys
   if cross_worker:
     group_size = config.all_reduce_group_size
-    timeout = float(config.collective_timeout_secs)
     keys = _cluster_keys()
     if config.num_replicas > 1:
       scale = 1.0 / config.num_replicas
@@ -167,7 +167,7 @@ def all_reduce_gradients(clones, clone_grads, config=None):
         total = tf.raw_ops.CollectiveReduceV2(
             input=grad, group_size=group_size, group_key=group_key,
             instance_key=instance_key, ordering_token=[], merge_op='Add',
-            final_op='Id', timeout_seconds=timeout,
+            final_op='Id', timeout_seconds=0.0,  # step_options: why
             communication_hint='nccl' if device.device_type == 'GPU'
             else 'auto')
       reduced[i][j] = (total, var)
@@ -179,6 +179,27 @@ def all_reduce_gradients(clones, clone_grads, config=None):
         seen.add(pair[1].ref())
         pairs.append(pair)
   return pairs
+
+
+def step_options(config):
+  """The RunOptions of every session run that holds a cross-worker
+  collective of a collective_all_reduce `config` (a training step, the
+  broadcast from the chief): the run fails with DeadlineExceededError once
+  it has waited `config.collective_timeout_secs`, and the cancellation ends
+  the collectives it holds.
+
+  The deadline is the step's, not each op's: in TensorFlow 2.21 a
+  collective op built with timeout_seconds > 0 starts a watchdog on a thread
+  of the process's unbounded 'collective_ops' work queue that sleeps out the
+  whole timeout even when the op completes in a millisecond
+  (BaseCollectiveExecutor::CompleteParamsAsync and ::ExecuteAsync, "TODO:
+  Share the timeout watchdog thread among collectives"), so each op held two
+  threads for the timeout and a worker grew by two threads per variable per
+  step until thread creation failed (docs/cluster.md, "Threads").
+  Cancelling the step instead (gRPC deadline -> master -> every RunGraph
+  -> the ops' cancellation manager) needs no thread per op."""
+  return tf1.RunOptions(
+      timeout_in_ms=int(round(config.collective_timeout_secs * 1000)))
 
 
 _BROADCAST_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64,
@@ -218,7 +239,7 @@ def broadcast_from_chief(config, variables):
           input=value, group_size=config.num_replicas,
           group_key=groups[local], instance_key=next(keys), ordering_token=[],
           merge_op='Add', final_op='Id',
-          timeout_seconds=float(config.collective_timeout_secs))
+          timeout_seconds=0.0)  # step_options: why
       assigns.append(variable.assign(total, read_value=False))
   return tf.group(*assigns, name='broadcast_from_chief')
 

@@ -81,7 +81,7 @@ VARIABLE_OP_TYPES = frozenset([
     'MutableDenseHashTableV2'])
 
 VARIABLE_UPDATES = ('parameter_server', 'replicated', 'collective_all_reduce')
-# A collective waits at most this long for the other workers by default.
+# A collective step waits at most this long for the other workers by default.
 COLLECTIVE_TIMEOUT_SECS = 300
 
 class Clone(collections.namedtuple('Clone', ['outputs', 'scope', 'device'])):
@@ -159,8 +159,10 @@ class DeploymentConfig(object):
       of a cluster without parameter servers).
     is_chief: whether this worker initialises, restores and saves (default:
       replica 0).
-    collective_timeout_secs: how long a collective op waits for the other
-      workers before it fails the step (collective_all_reduce).
+    collective_timeout_secs: how long a step (or the broadcast at the
+      start) that holds collectives across workers waits for the other
+      workers before it fails (collective_all_reduce; the runner gives it
+      to each session run: all_reduce.step_options).
     exact: False (default), TF-Slim's semantics: every clone gets the
       arguments as given and weighs 1/num_clones, TF-Slim's device strings,
       every clone's update ops in UPDATE_OPS. True: the batch is split

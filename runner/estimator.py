@@ -510,11 +510,13 @@ class Estimator(object):
       raise zoo_errors.Retryable(sessions.collective_failure_message(
           collective, cluster, _step_of(self._model_dir),
           timed_out=isinstance(e, tf.errors.DeadlineExceededError))) from None
+    # A collective step carries its deadline (all_reduce.step_options).
+    options = all_reduce.step_options(collective) if collective else None
     try:
       with session as sess:
         while not sess.should_stop():
           try:
-            sess.run(spec.train_op)
+            sess.run(spec.train_op, options=options)
           except tf.errors.InvalidArgumentError as e:
             # A histogram summary refuses NaN/inf values: the same
             # divergence the loss check catches, seen first by the summary.
@@ -630,7 +632,8 @@ class Estimator(object):
                                                   tf1.global_variables())
     return sessions.CollectiveSessionCreator(
         scaffold, self._session_target(), self._config.session_config,
-        broadcast, deployment.is_chief, resume)
+        broadcast, deployment.is_chief, resume,
+        options=all_reduce.step_options(deployment))
 
   def _session_target(self):
     """Training's session target: in a cluster, this task's own server

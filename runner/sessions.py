@@ -121,8 +121,10 @@ class CollectiveSessionCreator(tf1.train.SessionCreator):
   every worker to be there), then the local initialisers (the clones'
   copies read the broadcast values), and checks the model is ready."""
 
-  def __init__(self, scaffold, master, config, broadcast, is_chief, checkpoint):
+  def __init__(self, scaffold, master, config, broadcast, is_chief, checkpoint,
+               options=None):
     self._scaffold, self._master, self._config = scaffold, master, config
+    self._options = options  # the broadcast's RunOptions (its deadline)
     self._broadcast, self._is_chief = broadcast, is_chief
     self._checkpoint = checkpoint
     self._created = False
@@ -146,7 +148,7 @@ class CollectiveSessionCreator(tf1.train.SessionCreator):
         session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
         if scaffold.init_fn:
           scaffold.init_fn(session)
-    session.run(self._broadcast)
+    session.run(self._broadcast, options=self._options)
     session.run(scaffold.local_init_op,
                 feed_dict=scaffold.local_init_feed_dict)
     missing = session.run(scaffold.ready_op)

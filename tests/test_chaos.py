@@ -17,6 +17,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 import chaos  # noqa: E402
+from benchmarks import task_resources  # noqa: E402
 
 STEPS, KILLS = 150, 2
 
@@ -30,9 +31,23 @@ def test_a_job_killed_at_random_heals_and_ends_as_an_undisturbed_one(
   accuracy = {}
   for kind, kills in (('undisturbed', 0), ('chaos', KILLS)):
     train_dir = tmp_path / kind
-    status, log, made, seen = chaos.run_job(
-        digits, train_dir, STEPS, layout, kills, max_delay=1.2, seed=seed,
-        timeout=400)
+    log_path = tmp_path / ('%s.log' % kind)
+    # The undisturbed launcher job: no task's threads or memory grow with
+    # the steps (benchmarks/task_resources.py).
+    sampler = (task_resources.sample_launcher(log_path, chaos.CHIEF_STEP)
+               if not kills and layout != 'pods' else None)
+    try:
+      status, log, made, seen = chaos.run_job(
+          digits, train_dir, STEPS, layout, kills, max_delay=1.2, seed=seed,
+          timeout=400, log_path=str(log_path))
+    finally:
+      if sampler:
+        sampler.stop()
+    if sampler:
+      print(sampler.table())
+      tasks = ['worker:0', 'worker:1'] + (['ps:0'] if layout == 'ps' else [])
+      problems = sampler.problems(STEPS, names=tasks)
+      assert not problems, '%s\n%s' % (problems, sampler.table())
     problems, final, restarts = chaos.check(layout, status, log, made, seen,
                                             train_dir, STEPS)
     print('%s %s: kills (task, latest checkpoint step) %s, restarts %s, '

@@ -18,6 +18,7 @@ from deployment import cluster
 from deployment import launch
 from deployment import model_deploy
 import chaos
+from benchmarks import task_resources
 from waiting import wait_for
 import scripts
 
@@ -320,9 +321,19 @@ def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
                '--eval_image_size=%d' % chaos.IMAGE_SIZE,
                '--checkpoint_path=%s' % train_dir, '--wait_for_checkpoints',
                '--eval_interval_secs=1', '--stop_at_step=300']
-  status = launch.run(1, 2, _train_argv(digits, train_dir, 300),
-                      evaluator=evaluator, grace_secs=60,
-                      out=open(tmp_path / 'log', 'w'))
+  # Every task, the evaluator too, holds its threads and memory flat over
+  # the run (benchmarks/task_resources.py).
+  sampler = task_resources.sample_launcher(tmp_path / 'log',
+                                          chaos.CHIEF_STEP)
+  try:
+    # worker:1 joins at step 30 (the default 100 would leave it idle in
+    # the first third, where the sampler's window starts)
+    status = launch.run(1, 2, _train_argv(digits, train_dir, 300,
+                                          '--async_worker_warmup_steps=30'),
+                        evaluator=evaluator, grace_secs=60,
+                        out=open(tmp_path / 'log', 'w'))
+  finally:
+    sampler.stop()
   log = (tmp_path / 'log').read_text()
   judged = '\n'.join(l for l in log.splitlines() if l.startswith('[evaluator]'))
   assert status == 0, log[-2000:] + judged[-2000:]
@@ -343,6 +354,10 @@ def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
   accuracy = [float(a) for a in re.findall(r'Accuracy = ([\d.]+)', judged)]
   assert len(accuracy) == len(steps) and accuracy[-1] > 0.5, judged[-3000:]
   assert os.path.isfile(train_dir / 'eval' / ('confusion_matrix-%d.csv' % steps[-1]))
+  print(sampler.table())
+  problems = sampler.problems(300, names=['ps:0', 'worker:0', 'worker:1',
+                                          'evaluator'])
+  assert not problems, '%s\n%s' % (problems, sampler.table())
 
 
 @pytest.mark.slow

@@ -71,24 +71,35 @@ def test_links_resolve_to_files_and_headings(page):
 
 def _commands():
   """(page, script, [flag names]) of every `python <file>.py ...` line in the
-  sh/bash blocks of the pages; `-m deployment.launch ... -- script` counts for
-  the script after `--`."""
+  sh/bash blocks of the pages; a command after `--` (`-m deployment.launch
+  ... -- script`, `benchmarks/task_resources.py -- python ...`) counts for
+  its own script."""
   found = []
   for page in PAGES:
     for block in re.findall(r'```(?:sh|bash)\n(.*?)```', _read(page), re.S):
       for line in block.replace('\\\n', ' ').splitlines():
         line = line.split('#', 1)[0].strip()
-        if not line.startswith('python '):
-          continue
-        words = shlex.split(line)[1:]
-        if words[0] == '-m' and words[1] != 'deployment.launch':
-          continue  # a module of TensorFlow's (freeze_graph), not a script
-        if words[:2] == ['-m', 'deployment.launch']:
-          found.append((page, 'deployment/launch.py',
-                        _flags(words[2:words.index('--')])))
-          words = words[words.index('--') + 1:]
-        found.append((page, words[0], _flags(words[1:])))
+        if line.startswith('python '):
+          found += [(page, script, flags) for script, flags in
+                    _command(shlex.split(line)[1:])]
   return found
+
+
+def _command(words):
+  """[(script, flag names)] of `python WORDS`, and of the command after its
+  `--`; [] for a module of TensorFlow's (freeze_graph)."""
+  if words[0] == '-m':
+    if words[1] != 'deployment.launch':
+      return []
+    script, words = 'deployment/launch.py', words[2:]
+  else:
+    script, words = words[0], words[1:]
+  if '--' not in words:
+    return [(script, _flags(words))]
+  split = words.index('--')
+  rest = words[split + 1:]
+  inner = _command(rest[1:] if rest[0] == 'python' else rest)
+  return [(script, _flags(words[:split]))] + inner
 
 
 def _flags(words):

@@ -3,6 +3,7 @@ devices: a copy of every trainable variable per clone, gradients summed by
 collective ops, the same step as the parameter-server layout and one device,
 checkpoints of one model."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -10,9 +11,14 @@ import tensorflow as tf
 import tf_keras
 import tf_slim as slim
 
+from deployment import launch
 from deployment import model_deploy
 from runner import estimator as est
 from test_training import EVAL, LENET_FLAGS, TRAIN, run  # noqa: F401
+from benchmarks import task_resources
+import scripts
+
+STEP = re.compile(r'^step (\d+)/\d+ ', re.M)
 
 tf1 = tf.compat.v1
 CPUS = tf1.ConfigProto(device_count={'CPU': 3})
@@ -224,17 +230,31 @@ def test_bad_replicated_config_names_the_argument():
 @pytest.mark.slow
 def test_script_trains_replicated_and_eval_reads_the_checkpoint(digits_dir,
                                                                  tmp_path):
+  """Long enough to see a leak: the process holds its threads and memory
+  flat over the run (benchmarks/task_resources.py)."""
   train_dir = str(tmp_path / 'replicated')
   flags = [f for f in LENET_FLAGS if not f.startswith(('--batch_size',
                                                        '--optimizer'))]
-  trained = run(TRAIN, *flags, '--dataset_dir=' + digits_dir,
-                '--train_dir=' + train_dir, '--batch_size=16',
-                '--num_clones=2', '--clone_on_cpu',
-                '--variable_update=replicated', '--optimizer=momentum',
-                '--max_number_of_steps=20')
-  assert trained.returncode == 0, trained.stderr[-3000:]
+  steps = 300
+  trainer = launch.Task('trainer', [
+      TRAIN, *flags, '--dataset_dir=' + digits_dir, '--train_dir=' + train_dir,
+      '--train_image_size=16', '--batch_size=16', '--num_clones=2',
+      '--clone_on_cpu', '--variable_update=replicated', '--optimizer=momentum',
+      '--max_number_of_steps=%d' % steps, '--log_every_n_steps=10'], '',
+                        out=open(os.devnull, 'w'), cwd=scripts.ROOT)
+  sampler = task_resources.sample_while(
+      lambda: {'trainer': trainer.process.pid},
+      lambda: task_resources.last_step(STEP, trainer.output()))
+  try:
+    assert trainer.wait(300) == 0, trainer.output()[-3000:]
+  finally:
+    sampler.stop()
+    trainer.stop()
+  print(sampler.table())
+  problems = sampler.problems(steps, names=['trainer'])
+  assert not problems, '%s\n%s' % (problems, sampler.table())
   checkpoint = tf.train.latest_checkpoint(train_dir)
-  assert est.global_step_of(checkpoint) == 20
+  assert est.global_step_of(checkpoint) == steps
   names = [name for name, _ in tf.train.list_variables(checkpoint)]
   assert 'LeNet/conv1/weights/Momentum' in names
   assert not [name for name in names if name.startswith('clone_')]
