@@ -32,6 +32,12 @@ is one command:
 
     python eval_image_classifier.py --dataset_name=digits --dataset_dir=data/digits \
         --dataset_split_name=validation --tflite_model=exports/lenet_digits/int8
+
+A TFLite model runs with --tflite_kernels: builtin (the default: TFLite's
+built-in kernels, no delegate), xnnpack (TFLite's default XNNPACK delegate,
+fastest; its int8 rounding is not a microcontroller's) or micro (TensorFlow
+Lite Micro's interpreter: the device's numbers); a line before the progress
+says which ran (serving/inference.py).
 """
 import functools
 import math
@@ -55,6 +61,7 @@ from classification import progress
 from classification import training_record
 from datasets import dataset_factory
 from deployment import model_deploy
+import quantization
 from runner import estimator as est
 from runner import faults
 from serving import exporter
@@ -79,6 +86,10 @@ flags.DEFINE_string(
 flags.DEFINE_string('eval_dir', None,
                     'Where summaries and CSV files go (default: '
                     '<checkpoint dir>/eval, beside the training summaries).')
+flags.DEFINE_boolean('quantize', False,
+                     'whether to use quantized graph or not (TF-Slim\'s flag: '
+                     'the eval graph of quantization-aware training; unset, '
+                     'taken from the training record).')
 flags.DEFINE_boolean('wait_for_checkpoints', False,
                      'Evaluate each new checkpoint of --checkpoint_path.')
 flags.DEFINE_integer('eval_interval_secs', 60,
@@ -98,6 +109,12 @@ flags.DEFINE_string('saved_model', None,
                     'Evaluate this SavedModel export instead of a checkpoint.')
 flags.DEFINE_string('tflite_model', None,
                     'Evaluate this TFLite model (file or export directory).')
+flags.DEFINE_string(
+    'tflite_kernels', inference.DEFAULT_TFLITE_KERNELS,
+    'What runs --tflite_model: builtin (TFLite\'s built-in kernels, no '
+    'delegate), xnnpack (the XNNPACK delegate: fastest, int8 rounded '
+    'otherwise than on a microcontroller) or micro (TensorFlow Lite Micro\'s '
+    'interpreter: the device\'s numbers).')
 
 
 @functools.lru_cache(maxsize=None)  # once: the skipped ones named once
@@ -233,8 +250,11 @@ def evaluate_export(dataset):
   evaluation is."""
   if F.saved_model and F.tflite_model:
     raise ValueError('pass one of --saved_model and --tflite_model')
+  if F['tflite_kernels'].present and not F.tflite_model:
+    raise ValueError('--tflite_kernels applies to --tflite_model, not to '
+                     '--saved_model')
   for flag in ('checkpoint_path', 'wait_for_checkpoints', 'num_clones',
-               'moving_average_decay'):
+               'moving_average_decay', 'quantize'):
     if F[flag].present:
       raise ValueError('--%s applies to checkpoints, not to --%s' % (
           flag, 'saved_model' if F.saved_model else 'tflite_model'))
@@ -243,7 +263,10 @@ def evaluate_export(dataset):
       inference.open_model,
       saved_model=F.saved_model, tflite_model=F.tflite_model,
       spec_from_flags=lambda: exporter.make_spec(
-          **script_flags.network_args()))
+          **script_flags.network_args()),
+      tflite_kernels=F.tflite_kernels)
+  if F.tflite_model:
+    print(model.kernels_line(), flush=True)
   if F.labels_offset is None:
     F.labels_offset = model.spec.labels_offset  # the export's own
   try:
@@ -286,6 +309,10 @@ def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     exported = F.saved_model or F.tflite_model
+    inference.check_tflite_kernels(F.tflite_kernels)
+    if F['tflite_kernels'].present and not exported:
+      raise ValueError('--tflite_kernels applies to --tflite_model, not to '
+                       'checkpoints')
     if F.train_dir and not F['checkpoint_path'].present:
       F.checkpoint_path = F.train_dir
     script_flags.expand_paths('checkpoint_path', 'eval_dir', 'dataset_dir',
@@ -305,6 +332,8 @@ def main(_):
       evaluate_export(dataset)
       return 0
     check_follow_flags()
+    if F.quantize and first_checkpoint():
+      quantization.check_checkpoint(first_checkpoint())
     script_flags.resolve_labels_offset(first_checkpoint(), dataset.num_classes)
     deployment = model_deploy.DeploymentConfig(num_clones=F.num_clones,
                                                clone_on_cpu=F.clone_on_cpu,
@@ -314,7 +343,7 @@ def main(_):
         model_name=F.model_name,
         num_classes=dataset.num_classes - F.labels_offset,
         batch_size=F.batch_size, moving_average_decay=F.moving_average_decay,
-        deployment=deployment)
+        deployment=deployment, quantize=F.quantize)
     batch = F.batch_size * F.num_clones
     input_fn = classifier.make_input_fn(
         dataset, F.model_name, batch, is_training=False, num_epochs=1,

@@ -57,7 +57,9 @@ flags.DEFINE_string('checkpoint_path', None,
                     'Checkpoint (file or train_dir) to freeze into the graph.')
 flags.DEFINE_bool('overwrite', False, 'Replace an existing --output_file.')
 flags.DEFINE_bool('quantize', False,
-                  'TF-Slim\'s quantization-aware graph (tf.contrib; gone).')
+                  'whether to use quantized graph or not (TF-Slim\'s flag: '
+                  'the eval graph of quantization-aware training, '
+                  'quantization/; unset, taken from the training record).')
 flags.DEFINE_bool('is_video_model', False,
                   'TF-Slim\'s flag for a video network (i3d, s3dg), whose '
                   'input is clips; implied by --model_name.')
@@ -87,10 +89,6 @@ def clip_frames():
 def main(_):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
-    if F.quantize:
-      raise ValueError('--quantize: quantization-aware graphs died with '
-                       'tf.contrib; export a quantized TFLite model with '
-                       'export_model.py --format=tflite --quantize=int8')
     if not F.output_file:
       raise ValueError('You must supply the path to save to with '
                        '--output_file')
@@ -109,7 +107,7 @@ def main(_):
         spec, dataset_utils.expand_path(F.output_file),
         batch_size=F.batch_size, is_training=F.is_training,
         checkpoint=checkpoint, as_text=F.write_text_graphdef,
-        overwrite=F.overwrite, num_frames=num_frames)
+        overwrite=F.overwrite, num_frames=num_frames, quantize=F.quantize)
   except (ValueError, tf.errors.OpError) as e:
     print('export_inference_graph: error: %s' % zoo_errors.one_line(e),
           file=sys.stderr)

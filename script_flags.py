@@ -201,6 +201,12 @@ def apply_training_record(checkpoint):
       if record[field] != implied.get(field, F[flag].value):
         changed.append('--%s=%s' % (flag, record[field]))
       setattr(F, flag, record[field])
+  if ('quantize' in F and isinstance(F['quantize'].value, bool) and
+      not F['quantize'].present and record.get('quantize_delay') is not None):
+    # A quantization-aware checkpoint is evaluated and exported as trained;
+    # --quantize=false reads it as a float network.
+    F.quantize = True
+    changed.append('--quantize')
   if changed:
     print('As trained (%s): %s' % (path, ' '.join(changed)), flush=True)
   return record

@@ -62,6 +62,11 @@ flags.DEFINE_integer('save_interval_secs', 600, 'Seconds between checkpoints.')
 flags.DEFINE_integer('save_interval_steps', None,
                      'Steps between checkpoints (instead of seconds).')
 flags.DEFINE_integer('random_seed', None, 'Graph-level random seed.')
+flags.DEFINE_integer('quantize_delay', -1,
+                     'Number of steps to start quantized training. Set to -1 '
+                     'would disable quantized training (TF-Slim\'s flag: the '
+                     'graph is rewritten as tf.contrib.quantize rewrote it, '
+                     'quantization/).')
 flags.DEFINE_enum('variable_update', 'parameter_server',
                   list(model_deploy.VARIABLE_UPDATES),
                   'parameter_server (one copy of the variables, gradients '
@@ -152,6 +157,7 @@ def build_estimator(dataset, task):
           F.checkpoint_exclude_scopes),
       optimizer=script_flags.optimizer_params(), deployment=deployment,
       max_steps=F.max_number_of_steps, precision=F.precision,
+      quantize_delay=F.quantize_delay,
       # --weight_decay, --label_smoothing, --moving_average_decay, ...
       **script_flags.params_from_flags(classifier.ClassifierParams))
   params.optimizer.validate()
@@ -193,6 +199,7 @@ def how_trained(dataset):
       num_classes=dataset.num_classes - F.labels_offset,
       labels_offset=F.labels_offset, dataset_name=F.dataset_name,
       moving_average_decay=F.moving_average_decay,
+      quantize_delay=F.quantize_delay if F.quantize_delay >= 0 else None,
       dataset_dir=(F.dataset_dir if '://' in F.dataset_dir
                    else os.path.abspath(F.dataset_dir)))
 

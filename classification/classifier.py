@@ -25,6 +25,7 @@ from nets import nets_factory
 from preprocessing import encoded_image
 from preprocessing import inception_preprocessing
 from preprocessing import preprocessing_factory
+import quantization
 from runner import estimator as est
 
 tf1 = tf.compat.v1
@@ -68,6 +69,11 @@ class ClassifierParams:
       "image (on a CPU alone it is slower).")
   max_steps: Optional[int] = None  # the last step, for the progress lines' ETA
   precision: str = 'float32'  # float16 adds loss scaling (session_options)
+  # Quantization-aware training (TF-Slim's --quantize_delay; -1: off): the
+  # graph is rewritten by quantization.create_training_graph, fake quant on
+  # from that step. Evaluation and prediction: `quantize`, the eval rewrite.
+  quantize_delay: int = -1
+  quantize: bool = False
 
 
 def images_per_step(p):
@@ -194,7 +200,8 @@ def model_fn(features, labels, mode, params, config=None):
         p.deployment, clone_fn, [features, labels], optimizer=optimizer,
         var_list=lambda: optimization.variables_to_train(p.trainable_scopes),
         # With sync replicas the chief's SyncReplicasOptimizer applies them.
-        moving_averages=None if p.optimizer.sync_replicas else ema)
+        moving_averages=None if p.optimizer.sync_replicas else ema,
+        rewrite_graph=_quantization_rewrite(p, training=True))
     model_deploy.scalar_summary('learning_rate', learning_rate)
     # The training batch's accuracy (with dropout and augmentation), every
     # clone's images: TensorBoard draws it beside the evaluation's Accuracy.
@@ -240,6 +247,9 @@ def model_fn(features, labels, mode, params, config=None):
   clones = model_deploy.create_clones(
       p.deployment, lambda images: network_fn(images)[0], [images])
   logits = tf.concat([c.outputs for c in clones], axis=0)[:size]
+  rewrite = _quantization_rewrite(p, training=False)
+  if rewrite:  # after the logits' reader, before the metrics (TF-Slim's order)
+    rewrite()
   predictions = {'classes': tf.argmax(logits, 1),
                  'probabilities': tf.nn.softmax(logits, name='Predictions')}
   scaffold = None
@@ -248,6 +258,10 @@ def model_fn(features, labels, mode, params, config=None):
                                              global_step)
     to_restore = ema.variables_to_restore(slim.get_model_variables())
     to_restore[global_step.op.name] = global_step
+    for variable in tf1.global_variables():  # the quantization ranges
+      if variable.op.name not in to_restore and not any(
+          v is variable for v in to_restore.values()):
+        to_restore[variable.op.name] = variable
     scaffold = tf1.train.Scaffold(saver=tf1.train.Saver(to_restore))
   if mode == est.ModeKeys.PREDICT:
     return est.EstimatorSpec(
@@ -267,6 +281,24 @@ def model_fn(features, labels, mode, params, config=None):
                                                               RECALL_K)
   return est.EstimatorSpec(mode, predictions=predictions, loss=loss,
                            eval_metric_ops=metrics, scaffold=scaffold)
+
+
+def _quantization_rewrite(p, training):
+  """The quantization rewrite of this graph (quantization/), None without
+  one. One clone on one machine: clones would each learn ranges of their
+  own, under names an eval graph does not read."""
+  if not (p.quantize_delay >= 0 if training else p.quantize):
+    return None
+  flag = '--quantize_delay' if training else '--quantize'
+  if p.deployment.num_clones > 1 or p.deployment.num_replicas > 1:
+    raise ValueError('%s runs one clone in one process for now, got '
+                     '%d clone(s) x %d worker(s): drop --num_clones or the '
+                     'cluster' % (flag, p.deployment.num_clones,
+                                  p.deployment.num_replicas))
+  if training:
+    return lambda: quantization.create_training_graph(
+        quant_delay=p.quantize_delay)
+  return quantization.create_eval_graph
 
 
 def async_warmup_step(p, config):

@@ -26,7 +26,10 @@ FIELDS = ('model_name', 'image_size', 'preprocessing_name', 'use_grayscale',
           # How far the batch-norm statistics of a checkpoint have moved from
           # their initial values depends on these (classification/precise_bn):
           # the decay found in the training graph (None: no batch norm).
-          'batch_norm_decay', 'moving_average_decay')
+          'batch_norm_decay', 'moving_average_decay',
+          # Quantization-aware training: its --quantize_delay (None: float).
+          # Evaluation and every export of its checkpoints quantize then.
+          'quantize_delay')
 
 
 def path_for(checkpoint):

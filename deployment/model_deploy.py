@@ -798,7 +798,7 @@ def build_train_op(config, clones, optimizer, global_step=None,
 
 def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
            summarize_gradients=False, var_list=None, moving_averages=None,
-           moving_average_variables=None):
+           moving_average_variables=None, rewrite_graph=None):
   """TF-Slim's model_deploy.deploy: clones, one apply, summaries.
 
   The train op ('train_op') is `build_train_op`'s (one apply of the combined
@@ -807,13 +807,19 @@ def deploy(config, model_fn, args=None, kwargs=None, optimizer=None,
   optimizer, only the clones and the total loss are built (eval). The
   summary op ('summary_op') merges the summaries there were, the first
   clone's and the losses'; built, like the losses, on the optimizer's device
-  (the CPU), never a clone's GPU.
+  (the CPU), never a clone's GPU. `rewrite_graph()`, when given, runs once
+  the clones and their losses are built and before any gradient, under the
+  variables' device function (where TF-Slim's train script rewrites the
+  graph for quantization-aware training).
   """
   summaries_before = set(tf1.get_collection(tf1.GraphKeys.SUMMARIES))
   with tf1.device(config.device_function()):
     global_step = tf1.train.get_or_create_global_step()
   clones = create_clones(config, model_fn, args, kwargs,
                          require_full_clones=optimizer is not None)
+  if rewrite_graph is not None:
+    with tf1.device(config.device_function()):
+      rewrite_graph()
   others = tuple(clone.scope for clone in clones[1:])
   with tf1.device(config.device_function()):
     regularization = tf1.losses.get_regularization_losses()

@@ -42,6 +42,7 @@ from classification import fine_tuning
 from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from preprocessing import preprocessing_factory
+import quantization
 from serving import micro
 
 tf1 = tf.compat.v1
@@ -465,13 +466,18 @@ def read_info(directory):
 # -- TF-Slim's export_inference_graph ----------------------------------------
 def export_inference_graph(spec, output_file, batch_size=None,
                            is_training=False, checkpoint=None, as_text=False,
-                           overwrite=False, num_frames=None):
+                           overwrite=False, num_frames=None, quantize=False):
   """Writes the GraphDef of `spec`'s network on an `input` placeholder of
   [batch_size, H, W, C] (TF-Slim's graph, plus `logits` and `probabilities`
   nodes), or of clips [batch_size, num_frames, H, W, C] for a video network
   (TF-Slim's --is_video_model); with a checkpoint, frozen (variables folded
-  into constants). Returns a dict describing what was written."""
+  into constants). With `quantize`, the graph is quantization-aware
+  training's eval graph (quantization.create_eval_graph: batch norm folded,
+  fake quant with the checkpoint's ranges), as TF-Slim's --quantize wrote.
+  Returns a dict describing what was written."""
   check_destination(output_file, overwrite, '--output_file')
+  if quantize and checkpoint:
+    quantization.check_checkpoint(checkpoint)
   shape = ((batch_size,) + ((num_frames,) if num_frames else ()) +
            spec.image_shape)
   # TF 1's reference variables, as TF-Slim's graphs have: TensorFlow's own
@@ -484,6 +490,9 @@ def export_inference_graph(spec, output_file, batch_size=None,
       tf1.get_variable_scope(), use_resource=False):
     images = tf1.placeholder(tf.float32, shape, name='input')
     logits = network_logits(spec, images, is_training=is_training)
+    if quantize:  # before the outputs: an Identity would pass for a layer's
+      quantization.create_eval_graph()  # activation (as in tf.contrib)
+      logits = quantization.quantized_output(logits)
     tf.identity(logits, name='logits')
     tf.nn.softmax(logits, name='probabilities')
     graph_def = graph.as_graph_def()

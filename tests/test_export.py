@@ -170,9 +170,6 @@ def test_inference_graph_of_a_video_network_takes_tf_slims_clips(tmp_path):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize('flag, message', [
-    ('--quantize', '--quantize: quantization-aware graphs died with '
-     'tf.contrib; export a quantized TFLite model with export_model.py '
-     '--format=tflite --quantize=int8'),
     ('--is_video_model', "--is_video_model: model_name 'inception_v3' takes "
      'images, not clips (the video networks: i3d, s3dg)'),
 ])

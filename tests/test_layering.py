@@ -5,7 +5,8 @@ read, tested and reused without the ones above it:
              <- benchmarks <- scripts
 
 with datasets, preprocessing and nets as leaves under classification (they
-import only the platform and nets). The platform is the top-level tf_compat,
+import only the platform and nets), and quantization (the graph rewrite for
+quantization-aware training) a leaf on the platform alone. The platform is the top-level tf_compat,
 quiet_tensorflow, zoo_errors and zoo_plugins; benchmarks holds the engines
 the benchmark scripts run (benchmark_image_classifier.py's is
 classifier_benchmark); every other top-level module is a script or, as
@@ -20,24 +21,27 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLATFORM = ('tf_compat', 'quiet_tensorflow', 'zoo_errors', 'zoo_plugins')
 LIBRARY = ('deployment', 'runner', 'classification', 'serving', 'benchmarks',
-           'datasets', 'preprocessing', 'nets')
+           'datasets', 'preprocessing', 'nets', 'quantization')
 
 # What each layer may import besides itself.
 MAY_IMPORT = {
     'platform': set(),
     'nets': {'platform'},
+    'quantization': {'platform'},
     'datasets': {'platform', 'nets'},
     'preprocessing': {'platform', 'nets'},
     'deployment': {'platform'},
     'runner': {'platform', 'deployment'},
     'classification': {'platform', 'deployment', 'runner', 'datasets',
-                       'preprocessing', 'nets'},
+                       'preprocessing', 'nets', 'quantization'},
     'serving': {'platform', 'deployment', 'runner', 'classification',
-                'datasets', 'preprocessing', 'nets'},
+                'datasets', 'preprocessing', 'nets', 'quantization'},
     'benchmarks': {'platform', 'deployment', 'runner', 'classification',
-                   'serving', 'datasets', 'preprocessing', 'nets'},
+                   'serving', 'datasets', 'preprocessing', 'nets',
+                   'quantization'},
     'scripts': {'platform', 'deployment', 'runner', 'classification',
-                'serving', 'benchmarks', 'datasets', 'preprocessing', 'nets'},
+                'serving', 'benchmarks', 'datasets', 'preprocessing', 'nets',
+                'quantization'},
 }
 
 
