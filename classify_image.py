@@ -36,6 +36,11 @@ flags.DEFINE_string('checkpoint_path', None,
 flags.DEFINE_string('saved_model', None, 'SavedModel export directory.')
 flags.DEFINE_string('tflite_model', None,
                     'TFLite model file or export directory.')
+flags.DEFINE_string(
+    'tflite_kernels', inference.DEFAULT_TFLITE_KERNELS,
+    'What runs --tflite_model: builtin (TFLite\'s built-in kernels, no '
+    'delegate), xnnpack (the XNNPACK delegate) or micro (TensorFlow Lite '
+    'Micro\'s interpreter).')
 script_flags.define_network_flags(num_classes=True)
 flags.DEFINE_integer('top_k', exporter.TOP_K, 'Labels printed per image.')
 flags.DEFINE_integer('batch_size', 32, 'Images classified at once.')
@@ -91,6 +96,9 @@ def main(argv):
   tf.compat.v1.disable_eager_execution()  # a TF 1 program: graph mode
   try:
     script_flags.check_flags(at_least_one=['top_k', 'batch_size'])
+    inference.check_tflite_kernels(F.tflite_kernels)
+    if F['tflite_kernels'].present and not F.tflite_model:
+      raise ValueError('--tflite_kernels applies to --tflite_model only')
     paths = image_paths(argv[1:])
     encoded = read_images(paths)
     model = quiet_tensorflow.quiet_native(  # TFLite's XNNPACK line
@@ -98,7 +106,7 @@ def main(argv):
         checkpoint_path=dataset_utils.expand_path(F.checkpoint_path),
         saved_model=dataset_utils.expand_path(F.saved_model),
         tflite_model=dataset_utils.expand_path(F.tflite_model),
-        spec_from_flags=spec_from_flags)
+        spec_from_flags=spec_from_flags, tflite_kernels=F.tflite_kernels)
     try:
       logits = [model.logits_of_encoded(encoded[i:i + F.batch_size])
                 for i in range(0, len(encoded), F.batch_size)]

@@ -8,8 +8,27 @@ SavedModel or a TFLite file (see serving/exporter.py for the exports).
 `evaluate` runs a model over a dataset split with the metrics and meaning of
 eval_image_classifier.py on a checkpoint; classify_image.py and the tests use
 the rest.
+
+A TFLite model runs with the kernels `tflite_kernels` names (the scripts'
+--tflite_kernels):
+
+    builtin  the default: TFLite's built-in kernels and no delegate; int8
+             outputs within one unit of TFLM's, rarely apart
+    xnnpack  the XNNPACK delegate TFLite adds unless told not to: fastest on
+             a CPU, but its int8 rounding is not a microcontroller's (a few
+             units apart, often)
+    micro    TensorFlow Lite Micro's interpreter (serving/micro.py, a child
+             process per batch): what the device computes
+
+Measured differences and why the default: docs/deploying.md.
+
+The interpreter is LiteRT's (the ai-edge-litert package, which replaces
+tf.lite.Interpreter); where it is not installed, tf.lite.Interpreter's,
+said once on stderr at the first inference.
 """
+import importlib.metadata
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -21,8 +40,18 @@ from classification import classifier
 from classification import fine_tuning
 from datasets import reader
 from serving import exporter
+from serving import micro
 
 tf1 = tf.compat.v1
+
+# --tflite_kernels: what each value runs (the module doc says why each).
+TFLITE_KERNELS = ('builtin', 'xnnpack', 'micro')
+DEFAULT_TFLITE_KERNELS = 'builtin'
+LITERT_PACKAGE = 'ai-edge-litert'  # on PyPI; imported as ai_edge_litert
+_FALLBACK_NOTE = (
+    'note: %s is not installed: TFLite models run with TensorFlow %s\'s '
+    'tf.lite.Interpreter, which TensorFlow deprecates for it (pip install -r '
+    'requirements.txt)')
 
 
 class Model(object):
@@ -128,45 +157,155 @@ class _Preprocessor(object):
                      for e in encoded])
 
 
+def check_tflite_kernels(kernels):
+  """Raises ValueError (one line naming the flag) unless `kernels` is one of
+  TFLITE_KERNELS."""
+  if kernels not in TFLITE_KERNELS:
+    raise ValueError("--tflite_kernels must be one of %s, got '%s'" % (
+        ', '.join(TFLITE_KERNELS), kernels))
+
+
+class _Runtime(object):
+  """The TFLite interpreter in use: LiteRT's, or tf.lite's without it."""
+
+  def __init__(self):
+    try:
+      from ai_edge_litert import interpreter  # pylint: disable=import-outside-toplevel
+      self.interpreter, self.resolvers = (interpreter.Interpreter,
+                                          interpreter.OpResolverType)
+      self.name = 'LiteRT %s' % importlib.metadata.version(LITERT_PACKAGE)
+      self.fallback = False
+    except ImportError:
+      self.interpreter = tf.lite.Interpreter
+      self.resolvers = tf.lite.experimental.OpResolverType
+      self.name = 'tf.lite.Interpreter of TensorFlow %s' % tf.__version__
+      self.fallback = True
+    self.noted = False
+
+  def open(self, path, kernels):
+    """An Interpreter of `path` with its tensors allocated, running
+    `kernels` ('micro' opens one for the model's details only)."""
+    resolver = (self.resolvers.AUTO if kernels == 'xnnpack'  # its default
+                else self.resolvers.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    with warnings.catch_warnings():
+      # tf.lite.Interpreter (the fallback) warns at every construction that
+      # it moves to ai-edge-litert; the fallback's note says so once.
+      warnings.simplefilter('ignore')
+      interpreter = self.interpreter(model_path=path,
+                                     experimental_op_resolver_type=resolver)
+      interpreter.allocate_tensors()
+    return interpreter
+
+  def note_fallback(self):
+    """Says once on stderr that tf.lite.Interpreter stands in for LiteRT."""
+    if self.fallback and not self.noted:
+      self.noted = True
+      print(_FALLBACK_NOTE % (LITERT_PACKAGE, tf.__version__),
+            file=sys.stderr, flush=True)
+
+
+_RUNTIME = None
+
+
+def tflite_runtime():
+  """The _Runtime of this process (chosen at the first TFLite model)."""
+  global _RUNTIME  # pylint: disable=global-statement
+  if _RUNTIME is None:
+    _RUNTIME = _Runtime()
+  return _RUNTIME
+
+
+def _delegated(interpreter):
+  """Whether a delegate took some of the model's ops: its node, DELEGATE,
+  joins the ops (None when this interpreter does not list them)."""
+  try:
+    return any(op['op_name'] == 'DELEGATE'
+               for op in interpreter._get_ops_details())  # pylint: disable=protected-access
+  except (AttributeError, KeyError, RuntimeError, ValueError):
+    return None
+
+
 class TFLiteModel(Model):
   """A TFLite flatbuffer at batch 1; int8 inputs and outputs are quantized
-  and dequantized with the model's own scales."""
+  and dequantized with the model's own scales. `kernels` (TFLITE_KERNELS,
+  the module doc) says what runs it."""
   kind = 'tflite'
 
-  def __init__(self, path, spec):
-    with warnings.catch_warnings():
-      # tf.lite.Interpreter warns that it moves to the separate ai-edge-litert
-      # package; it still ships, works in TF 2.21 and reads the same files.
-      warnings.simplefilter('ignore')
-      try:
-        self._interpreter = tf.lite.Interpreter(model_path=path)
-        self._interpreter.allocate_tensors()
-      except (ValueError, RuntimeError) as e:
-        raise ValueError("--tflite_model '%s' is not a TFLite model: %s" % (
-            path, zoo_errors.one_line(e))) from None
+  def __init__(self, path, spec, kernels=DEFAULT_TFLITE_KERNELS):
+    check_tflite_kernels(kernels)
+    if kernels == 'micro' and not micro.available():
+      raise ValueError('--tflite_kernels=micro needs TensorFlow Lite Micro\'s '
+                       'interpreter: %s is not installed (pip install -r '
+                       'requirements.txt)' % micro.PACKAGE)
+    self.kernels = kernels
+    self._runtime = tflite_runtime()
+    try:
+      self._interpreter = self._runtime.open(path, kernels)
+    except (ValueError, RuntimeError) as e:
+      raise ValueError("--tflite_model '%s' is not a TFLite model: %s" % (
+          path, zoo_errors.one_line(e))) from None
     self._input = self._interpreter.get_input_details()[0]
     outputs = self._interpreter.get_output_details()
     named = [d for d in outputs if d['name'] == 'logits']
     self._output = (named or outputs)[0]
+    # TFLM's outputs come in the subgraph's order, as these details do.
+    self._output_position = outputs.index(self._output)
     expected = (1,) + tuple(spec.image_shape)
     if tuple(self._input['shape']) != expected:
       raise ValueError("--tflite_model '%s' takes %s images, the network %s "
                        '%s' % (path, list(self._input['shape']),
                                spec.model_name, list(expected)))
+    self._model_bytes = None
+    if kernels == 'micro':
+      with open(path, 'rb') as f:
+        self._model_bytes = f.read()
+    self._delegated = _delegated(self._interpreter)
     self._preprocessor = None
     info = exporter.read_info(os.path.dirname(path)) or {}
     super().__init__(path, spec, info.get('global_step'))
 
+  @property
+  def logits_scale(self):
+    """The int8 (or uint8) logits' scale, one unit of them; None when they
+    are float."""
+    if self._output['dtype'] == np.float32:
+      return None
+    return float(self._output['quantization'][0])
+
+  def kernels_line(self):
+    """One line: which kernels run the model, e.g. `TFLite kernels: builtin
+    (LiteRT 2.3.0's built-in kernels, no delegate)`."""
+    runtime = self._runtime.name
+    if self.kernels == 'micro':
+      what = "TensorFlow Lite Micro's interpreter, %s %s" % (
+          micro.PACKAGE, importlib.metadata.version(micro.PACKAGE))
+    elif self.kernels == 'builtin':
+      what = "%s's built-in kernels, no delegate" % runtime
+    elif self._delegated is False:
+      what = ("%s's built-in kernels: the XNNPACK delegate took none of the "
+              "model's ops" % runtime)
+    else:
+      what = '%s with the XNNPACK delegate' % runtime
+    return 'TFLite kernels: %s (%s)' % (self.kernels, what)
+
   def logits(self, images):
+    self._runtime.note_fallback()
+    images = np.asarray(images, np.float32)
+    if not len(images):
+      return np.zeros([0, self.spec.num_classes], np.float32)
+    if self.kernels == 'micro':
+      outputs = micro.run_micro(self._model_bytes,
+                                _quantize(images, self._input),
+                                micro.PROBE_ARENA)
+      return _dequantize(outputs[self._output_position], self._output)
     rows = []
-    for image in np.asarray(images, np.float32):
+    for image in images:
       self._interpreter.set_tensor(self._input['index'],
                                    _quantize(image[np.newaxis], self._input))
       self._interpreter.invoke()
       rows.append(_dequantize(
           self._interpreter.get_tensor(self._output['index']), self._output))
-    return np.concatenate(rows) if rows else np.zeros(
-        [0, self.spec.num_classes], np.float32)
+    return np.concatenate(rows)
 
   def logits_of_encoded(self, encoded):
     if self._preprocessor is None:
@@ -212,9 +351,11 @@ def export_spec(path, spec_from_flags=None, flag='--saved_model'):
 
 
 def open_model(checkpoint_path=None, saved_model=None, tflite_model=None,
-               spec_from_flags=None):
+               spec_from_flags=None, tflite_kernels=DEFAULT_TFLITE_KERNELS):
   """The Model behind exactly one of the three paths. A checkpoint needs
-  `spec_from_flags()` (its network); an export recorded its own."""
+  `spec_from_flags()` (its network); an export recorded its own. A TFLite
+  model runs with `tflite_kernels` (TFLITE_KERNELS)."""
+  check_tflite_kernels(tflite_kernels)
   given = [name for name, value in (('--checkpoint_path', checkpoint_path),
                                     ('--saved_model', saved_model),
                                     ('--tflite_model', tflite_model)) if value]
@@ -231,7 +372,7 @@ def open_model(checkpoint_path=None, saved_model=None, tflite_model=None,
                            export_spec(saved_model, spec_from_flags))
   path = tflite_file(tflite_model)
   return TFLiteModel(path, export_spec(os.path.dirname(path), spec_from_flags,
-                                       '--tflite_model'))
+                                       '--tflite_model'), tflite_kernels)
 
 
 def check_flags_agree(spec, path, **flags):
