@@ -12,6 +12,8 @@ spreads, ratios to the bare graph and to float32, and each row's GFLOP/s and
 fraction of its precision's peak (its docstring tells how). --zoo_table
 instead measures every image network's build time, latency and throughput;
 --profile_dir adds an op table of one traced step of harness and bare graph;
+--precision_table instead traces one step of the harness in float32 and in
+bfloat16 and prints their op time by op type side by side, the CPU named;
 --input_table instead runs benchmarks/input_benchmark.py (the input pipeline
 alone, on ImageNet-size photo JPEGs). docs/benchmarks.md has the
 measurements.
@@ -73,6 +75,14 @@ def parse_args(argv=None):
                       '(benchmarks/input_benchmark.py; --rounds, the first '
                       '--batch_sizes, --num_readers, --dataset_dir to keep '
                       'its records, --output_json/--output_markdown)')
+  parser.add_argument('--precision_table', action='store_true',
+                      help='instead, the harness of each --models, '
+                      '--batch_sizes and --modes in float32 and in bfloat16, '
+                      'one step of each traced after the timed ones: op time '
+                      'by op type side by side (fp32 ms, bf16 ms, ratio; '
+                      'casts on rows of their own; sorted by bf16 time; the '
+                      'total), the CPU and its bfloat16 units named (the '
+                      'median of --rounds; --profile_dir keeps the traces)')
   parser.add_argument('--output_json', default=None)
   parser.add_argument('--output_markdown', default=None,
                       help='the table as markdown')
@@ -126,6 +136,10 @@ def parse_args(argv=None):
       if clones < 1 or batch < clones or batch % clones:
         parser.error('--batch_sizes=%d does not split over --num_clones=%d'
                      % (batch, clones))
+  if args.precision_table:
+    if args.zoo_table or args.input_table:
+      parser.error('--precision_table: not with --zoo_table or --input_table')
+    args.precisions = ['float32', 'bfloat16']  # the table's two columns
   if 'real' in args.data and not args.dataset_dir:
     parser.error('--data=real needs --dataset_dir')
   if args.profile_dir:

@@ -33,6 +33,15 @@ AMX, AVX512-BF16 from /proc/cpuinfo) and the peaks.
 --zoo_table instead measures every image network (or --models), one process
 each: graph build seconds, inference ms/image at batch 1, images/sec at
 --zoo_batch_size; printed and written as markdown.
+--precision_table instead runs the harness of each model, batch and mode in
+float32 and in bfloat16 and traces one step of each after the timed ones
+(write_profile, as --profile_dir does): op time by op type side by side,
+sorted by bfloat16 time, the casts by direction on rows of their own, each
+row's bfloat16/float32 ratio and the part of its bfloat16 time in bfloat16
+kernels, and the total; the first line names the CPU, its AMX, AVX512-BF16
+and AVX-512, and what --precision=bfloat16 does on it (on a CPU with neither
+AVX-512 nor bfloat16 units TensorFlow leaves the graph in float32, and the
+table shows it: no op in bfloat16, no casts).
 Every measurement runs in a process of its own (graph-mode TensorFlow and
 Keras 3 cannot share one; a fork of one interpreter that has imported
 TensorFlow, so each pays no import before its steps), after --warmup
@@ -391,21 +400,12 @@ def measure_peak(job):
           for dtype in (tf.float32, tf.bfloat16)}
 
 
-def cpu_description(path='/proc/cpuinfo'):
-  """The CPU's model name, core count and its matrix units, from `path`."""
-  model, flags = 'unknown CPU', set()
-  try:
-    with open(path) as f:
-      for line in f:
-        name, _, value = line.partition(':')
-        if name.strip() == 'model name':
-          model = value.strip()
-        elif name.strip() == 'flags':
-          flags = set(value.split())
-  except OSError:
-    pass
-  return {'model': model, 'cores': os.cpu_count(),
-          'amx': 'amx_bf16' in flags, 'avx512_bf16': 'avx512_bf16' in flags}
+def cpu_description(path=None):
+  """The CPU's model name, core count and bfloat16 units, from `path`
+  (/proc/cpuinfo): deployment/session_options.py's reading, the one
+  --precision=bfloat16's note on a CPU without such units makes."""
+  from deployment import session_options  # pylint: disable=import-outside-toplevel
+  return session_options.cpu_description(path)
 
 
 MEASURE = {'harness': measure_harness, 'bare': measure_bare,
@@ -686,24 +686,172 @@ def profile_table(args, jobs, top=12):
   return '\n'.join(lines[1:])
 
 
+PRECISION_PAIR = ('float32', 'bfloat16')
+# The mixed-precision rewrite's casts (write_profile's names): rows of their
+# own in --precision_table, 0 where nothing was cast.
+BFLOAT16_CASTS = ('Cast float32->bfloat16', 'Cast bfloat16->float32')
+
+
+def precision_jobs(args, profile_dir):
+  """--precision_table's jobs: the harness of each of --models,
+  --batch_sizes and --modes in float32 and in bfloat16 (the first
+  --num_clones, --threads and --data), each tracing one step into
+  `profile_dir` after its timed ones."""
+  narrowed = argparse.Namespace(**dict(
+      vars(args), kinds=['harness'], precisions=list(PRECISION_PAIR),
+      num_clones=args.num_clones[:1], threads=args.threads[:1],
+      data=args.data[:1], profile_dir=profile_dir, zoo_table=False))
+  return list(jobs_of(narrowed))
+
+
+def _base_op_type(op_type):
+  """'_MklNativeConv2D bf16' -> '_MklNativeConv2D' (write_profile's suffix of
+  an op computing in bfloat16); a Cast keeps its direction."""
+  return op_type[:-len(' bf16')] if op_type.endswith(' bf16') else op_type
+
+
+def _median_trace(traces):
+  """One trace ({'step_micros', 'ops': {op type: (count, micros)}}) of the
+  median over rounds: per op type its median time (0 in a round without
+  it) and its most frequent count."""
+  types = set().union(*(t['ops'] for t in traces))
+  ops = {}
+  for op_type in types:
+    counts = [t['ops'].get(op_type, (0, 0))[0] for t in traces]
+    ops[op_type] = (max(set(counts), key=counts.count), statistics.median(
+        t['ops'].get(op_type, (0, 0))[1] for t in traces))
+  return {'step_micros': statistics.median(t['step_micros'] for t in traces),
+          'ops': ops}
+
+
+def precision_rows(fp32, bf16):
+  """Rows of op type, float32 ms, bfloat16 ms and the part of the bfloat16
+  ms that ran in bfloat16 kernels, from two traces (write_profile's): an op
+  type's bfloat16 and float32 instances together, a Cast per direction;
+  sorted by bfloat16 time, then float32 time. The bfloat16 casts are
+  always rows."""
+  rows = {cast: [0.0, 0.0, 0.0] for cast in BFLOAT16_CASTS}
+  for column, trace in ((0, fp32), (1, bf16)):
+    for op_type, (_, micros) in trace['ops'].items():
+      row = rows.setdefault(_base_op_type(op_type), [0.0, 0.0, 0.0])
+      row[column] += micros / 1e3
+      if column == 1 and op_type.endswith(' bf16'):
+        row[2] += micros / 1e3
+  return sorted(((op_type,) + tuple(times) for op_type, times in rows.items()),
+                key=lambda r: (-r[2], -r[1], r[0]))
+
+
+def _precision_line(name, fp32_ms, bf16_ms, kernels_ms):
+  return '| %s | %.1f | %.1f | %s | %s |' % (
+      name, fp32_ms, bf16_ms,
+      '%.2f' % (bf16_ms / fp32_ms) if fp32_ms >= 0.05 else '-',
+      '%.0f%%' % (100 * kernels_ms / bf16_ms) if kernels_ms else '-')
+
+
+def precision_table(args, jobs, top=15):
+  """--precision_table: each job run (and its step traced) once per round,
+  interleaved; per model, batch and mode, op time by op type of float32
+  and bfloat16 side by side, sorted by bfloat16 time, the casts their own
+  rows (BFLOAT16_CASTS), the rest beyond `top` rows in one, and the total
+  (a ratio to less than 0.05 float32 ms reads -). The first line names the
+  CPU and what --precision=bfloat16 does on it."""
+  from deployment import session_options  # pylint: disable=import-outside-toplevel
+  traces = {key(job): [] for job in jobs}
+  rates = {key(job): [] for job in jobs}
+  for round_ in range(args.rounds):
+    for job in jobs:
+      rate = run_job(job)
+      path = os.path.join(job['profile_dir'], _profile_name(job) + '.ops.json')
+      with open(path) as f:
+        traces[key(job)].append(json.load(f))
+      rates[key(job)].append(rate)
+      print('round %d/%d  %-14s b%-4d %-9s harness %-8s: %8.1f images/sec, '
+            'one step traced' % (round_ + 1, args.rounds, job['model'],
+                                 job['batch'], job['mode'], job['precision'],
+                                 rate), flush=True)
+  cpu = session_options.cpu_description()
+  note = session_options.bfloat16_note(cpu) or {
+      'units': '--precision=bfloat16 computes on its bfloat16 units',
+      'unknown': 'No x86 CPU flags to tell what --precision=bfloat16 '
+                 'computes in'}[session_options.bfloat16_compute(cpu)]
+  lines = ['CPU: %s, %d cores; AMX: %s; AVX512-BF16: %s; AVX-512: %s. %s.' % (
+      cpu['model'], cpu['cores'], *('yes' if cpu[flag] else 'no' for flag in
+                                    ('amx', 'avx512_bf16', 'avx512f')), note),
+           'Op ms: an op type\'s time summed over its ops in one traced step '
+           '(median of %d round%s; ops run side by side, so the sum exceeds '
+           'the step). bf16 kernels: the part of the bfloat16 ms in ops that '
+           'compute in bfloat16.' % (args.rounds,
+                                     '' if args.rounds == 1 else 's')]
+  table = []
+  groups = {}
+  for job in jobs:
+    groups.setdefault((job['model'], job['batch'], job['mode']), {})[
+        job['precision']] = key(job)
+  for (model, batch, mode), keys in groups.items():
+    fp32, bf16 = (_median_trace(traces[keys[p]]) for p in PRECISION_PAIR)
+    fp32_rate, bf16_rate = (statistics.median(rates[keys[p]])
+                            for p in PRECISION_PAIR)
+    rows = precision_rows(fp32, bf16)
+    instances = sum(count for _, (count, _) in bf16['ops'].items())
+    in_bf16 = sum(count for op_type, (count, _) in bf16['ops'].items()
+                  if op_type.endswith(' bf16'))
+    casts = sum(count for op_type, (count, _) in bf16['ops'].items()
+                if op_type.startswith('Cast ') and 'bfloat16' in op_type)
+    lines += ['', '%s batch %d %s, harness, one traced step: float32 %.1f ms, '
+              'bfloat16 %.1f ms (%.2fx); %.1f and %.1f images/sec over the '
+              'timed steps' % (model, batch, mode, fp32['step_micros'] / 1e3,
+                               bf16['step_micros'] / 1e3,
+                               bf16['step_micros'] / fp32['step_micros']
+                               if fp32['step_micros'] else float('nan'),
+                               fp32_rate, bf16_rate),
+              'bfloat16 step: %d of %d ops in bfloat16, %d casts to or from '
+              'bfloat16%s' % (in_bf16, instances, casts, '' if in_bf16 else
+                              ': it ran in float32'),
+              '| op type | fp32 ms | bf16 ms | bf16 / fp32 | bf16 kernels |',
+              '|---|---:|---:|---:|---:|']
+    shown = [r for i, r in enumerate(rows)
+             if i < top or r[0] in BFLOAT16_CASTS]
+    rest = [r for r in rows if r not in shown]
+    lines += [_precision_line(*r) for r in shown]
+    if rest:
+      lines.append(_precision_line('other (%d types)' % len(rest), *(
+          sum(r[i] for r in rest) for i in (1, 2, 3))))
+    lines.append(_precision_line('all (%d types)' % len(rows), *(
+        sum(r[i] for r in rows) for i in (1, 2, 3))))
+    table.append(dict(
+        model=model, batch=batch, mode=mode,
+        step_ms={p: t['step_micros'] / 1e3 for p, t in zip(PRECISION_PAIR,
+                                                           (fp32, bf16))},
+        images_per_sec={'float32': fp32_rate, 'bfloat16': bf16_rate},
+        bfloat16_ops=in_bf16, ops=instances, bfloat16_casts=casts,
+        op_types=[dict(op_type=r[0], float32_ms=r[1], bfloat16_ms=r[2],
+                       bfloat16_kernels_ms=r[3]) for r in rows]))
+  return table, '\n'.join(lines), dict(cpu=cpu)
+
+
 def measure_and_report(args):
   """Every measurement of `args` (benchmark_image_classifier.py's flags,
   checked), --rounds times interleaved; prints the table (with --profile_dir,
   the op table after it) and writes it to --output_markdown, and it with
   every measurement to --output_json."""
   start = time.time()
+  precision = getattr(args, 'precision_table', False)
   with tempfile.TemporaryDirectory() as work:
     reader_dir = None
     if ('reader' in args.kinds and 'real' not in args.data
-        and not args.zoo_table):
+        and not args.zoo_table and not precision):
       reader_dir = synthetic_jpegs(work)
-    jobs = list(jobs_of(args, reader_dir))
     machine = {}
-    if args.zoo_table:
-      table, markdown = zoo_table(args, jobs)
+    if precision:
+      jobs = precision_jobs(args, args.profile_dir or work)
+      table, markdown, machine = precision_table(args, jobs)
     else:
-      table, markdown, machine = speed_table(args, jobs)
-  if args.profile_dir and not args.zoo_table:
+      jobs = list(jobs_of(args, reader_dir))
+      if args.zoo_table:
+        table, markdown = zoo_table(args, jobs)
+      else:
+        table, markdown, machine = speed_table(args, jobs)
+  if args.profile_dir and not args.zoo_table and not precision:
     markdown += '\n\n' + profile_table(args, jobs)
   print()
   print(markdown)

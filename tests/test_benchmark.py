@@ -7,6 +7,7 @@ import pytest
 
 from benchmark_image_classifier import parse_args
 from benchmarks import classifier_benchmark as bench
+from deployment import session_options
 import scripts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -236,3 +237,144 @@ def test_table_gives_each_row_its_gflops_and_fraction_of_its_precisions_peak(
       '| 15.0-15.0 | 0.38 | 3.00 | 45 | 22% |',
       '| lenet | 4 | train | bare | synthetic | bfloat16 | 1 | 0:0 | 40.0 '
       '| 40.0-40.0 | 1.00 | 2.00 | 120 | 60% |']
+
+
+def test_precision_table_is_one_flag_apart_from_the_other_tables(capsys):
+  args = parse_args(['--precision_table', '--models=lenet'])
+  assert args.precisions == ['float32', 'bfloat16']
+  with pytest.raises(SystemExit):
+    parse_args(['--precision_table', '--zoo_table'])
+  assert '--precision_table: not with --zoo_table' in capsys.readouterr().err
+
+
+def _trace(ops, step_micros):
+  return {'step_micros': step_micros,
+          'ops': {op_type: [count, ms * 1000] for op_type, (count, ms)
+                  in ops.items()}}
+
+
+def test_precision_table_puts_float32_and_bfloat16_op_times_side_by_side(
+    monkeypatch, tmp_path):
+  """Each job traced once a round; medians per op type; sorted by bfloat16
+  time, an op type's bfloat16 and float32 instances on one row, the casts
+  on rows of their own (kept when beyond `top`), the rest in one row."""
+  cpuinfo = tmp_path / 'cpuinfo'
+  cpuinfo.write_text('model name\t: Intel(R) Xeon(R) Platinum 8480+\n'
+                     'flags\t\t: fpu avx512f avx512_bf16 amx_bf16\n')
+  monkeypatch.setattr(session_options, 'CPUINFO', str(cpuinfo))
+  profile_dir = tmp_path / 'profiles'
+  profile_dir.mkdir()
+  args = parse_args(['--precision_table', '--models=lenet', '--batch_sizes=4',
+                     '--modes=train', '--rounds=3', '--num_clones=1,2',
+                     '--threads=0:0,2:1'])
+  jobs = bench.precision_jobs(args, str(profile_dir))
+  assert [(j['kind'], j['precision'], j['clones'], j['intra_op_threads'],
+           j['profile_dir']) for j in jobs] == [
+               ('harness', 'float32', 1, 0, str(profile_dir)),
+               ('harness', 'bfloat16', 1, 0, str(profile_dir))]
+  traces = iter([  # round by round: float32, then bfloat16
+      ({'Conv2D': (2, 10.0), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
+        'Cast int64->float32': (1, 0.2)}, 14000, 10.0),
+      ({'Conv2D bf16': (2, 5.0), 'MatMul bf16': (1, 2.0), 'Relu bf16': (2, 0.5),
+        'MatMul': (1, 1.0), 'Cast float32->bfloat16': (3, 0.3),
+        'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)},
+       8000, 20.0),
+      ({'Conv2D': (2, 12.0), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
+        'Cast int64->float32': (1, 0.2)}, 16000, 11.0),
+      ({'Conv2D bf16': (2, 7.0), 'MatMul bf16': (1, 2.0), 'Relu bf16': (2, 0.5),
+        'MatMul': (1, 1.0), 'Cast float32->bfloat16': (3, 0.3),
+        'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)},
+       9000, 22.0),
+      ({'Conv2D': (2, 11.0), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
+        'Cast int64->float32': (1, 0.2)}, 15000, 12.0),
+      ({'Conv2D bf16': (2, 6.0), 'MatMul bf16': (1, 2.0), 'Relu bf16': (2, 0.5),
+        'MatMul': (1, 1.0), 'Cast float32->bfloat16': (3, 0.3),
+        'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)},
+       10000, 24.0)])
+
+  def run_job(job):  # as the harness with a profile_dir: the ops written
+    ops, step, rate = next(traces)
+    path = profile_dir / ('lenet_b4_train_harness_%s.ops.json'
+                          % job['precision'])
+    path.write_text(json.dumps(_trace(ops, step)))
+    return rate
+  monkeypatch.setattr(bench, 'run_job', run_job)
+  table, markdown, machine = bench.precision_table(args, jobs, top=2)
+  lines = markdown.splitlines()
+  assert lines[0].startswith('CPU: Intel(R) Xeon(R) Platinum 8480+, %d cores; '
+                             'AMX: yes; AVX512-BF16: yes; AVX-512: yes. '
+                             % os.cpu_count())
+  assert machine['cpu']['amx']
+  assert lines[3] == (
+      'lenet batch 4 train, harness, one traced step: float32 15.0 ms, '
+      'bfloat16 9.0 ms (0.60x); 11.0 and 22.0 images/sec over the timed steps')
+  assert lines[4] == ('bfloat16 step: 5 of 12 ops in bfloat16, 5 casts to or '
+                      'from bfloat16')
+  assert lines[5] == ('| op type | fp32 ms | bf16 ms | bf16 / fp32 | '
+                      'bf16 kernels |')
+  # Medians: Conv2D 11 ms in float32, 6 in bfloat16; MatMul 2 + 1 ms.
+  assert lines[7:] == [
+      '| Conv2D | 11.0 | 6.0 | 0.55 | 100% |',
+      '| MatMul | 4.0 | 3.0 | 0.75 | 67% |',
+      '| Cast float32->bfloat16 | 0.0 | 0.3 | - | - |',
+      '| Cast bfloat16->float32 | 0.0 | 0.1 | - | - |',
+      '| other (2 types) | 1.2 | 0.7 | 0.58 | 71% |',
+      '| all (6 types) | 16.2 | 10.1 | 0.62 | 84% |']
+  row, = table
+  assert row['step_ms'] == {'float32': 15.0, 'bfloat16': 9.0}
+  assert [t['op_type'] for t in row['op_types']] == [
+      'Conv2D', 'MatMul', 'Relu', 'Cast float32->bfloat16',
+      'Cast int64->float32', 'Cast bfloat16->float32']
+
+
+@pytest.mark.slow
+def test_precision_table_flag_traces_the_harness_in_each_precision(tmp_path):
+  """The command, on LeNet: one table, the CPU named, every op type in both
+  columns; bfloat16 kernels and casts exactly where this CPU computes in
+  bfloat16."""
+  out = str(tmp_path / 'precision.json')
+  result = run('--precision_table', '--models=lenet', '--batch_sizes=4',
+               '--modes=train', '--rounds=1', '--steps=1', '--warmup=1',
+               '--output_json=' + out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  traced = [line for line in result.stdout.splitlines()
+            if line.startswith('round ')]
+  assert [line.split()[6].rstrip(':') for line in traced] == [
+      'float32', 'bfloat16']
+  lines = result.stdout.splitlines()
+  cpu = bench.cpu_description()
+  first = lines.index(next(l for l in lines if l.startswith('CPU: ')))
+  assert lines[first].startswith('CPU: %s, %d cores; AMX: %s; AVX512-BF16: %s;'
+                                 % (cpu['model'], cpu['cores'],
+                                    'yes' if cpu['amx'] else 'no',
+                                    'yes' if cpu['avx512_bf16'] else 'no'))
+  assert (session_options.bfloat16_note() or '--precision=bfloat16') in lines[
+      first]
+  header = lines.index('| op type | fp32 ms | bf16 ms | bf16 / fp32 | '
+                       'bf16 kernels |')
+  assert lines[header - 2].startswith('lenet batch 4 train, harness, one '
+                                      'traced step: float32 ')
+  rows = [line.split('|')[1:-1] for line in lines[header + 2:]
+          if line.startswith('| ')]
+  assert rows[-1][0].strip().startswith('all (')
+  names = [r[0].strip() for r in rows]
+  assert 'Cast float32->bfloat16' in names and 'Cast bfloat16->float32' in names
+  report = json.load(open(out))
+  row, = report['results']
+  types = {t['op_type']: t for t in row['op_types']}
+  # Both steps are one LeNet training step: its updates in both columns.
+  assert types['ResourceApplyMomentum']['float32_ms'] > 0
+  assert types['ResourceApplyMomentum']['bfloat16_ms'] > 0
+  both = [t for t in types.values()
+          if t['float32_ms'] > 0 and t['bfloat16_ms'] > 0]
+  assert len(both) >= 5, types
+  compute = session_options.bfloat16_compute()
+  bf16 = compute in ('units', 'converted')
+  if compute == 'unknown':
+    pytest.skip('no x86 CPU flags: whether bfloat16 ran is not predicted')
+  assert (row['bfloat16_ops'] > 0) == bf16
+  assert (types['Cast float32->bfloat16']['bfloat16_ms'] > 0) == bf16
+  assert types['Cast float32->bfloat16']['float32_ms'] == 0
+  bf16_ms = [t['bfloat16_ms'] for t in row['op_types']]
+  assert bf16_ms == sorted(bf16_ms, reverse=True)
+  assert report['cpu'] == cpu

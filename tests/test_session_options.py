@@ -1,5 +1,8 @@
 """--precision and the thread flags: the session config they make, and
-bfloat16 training that learns as float32 does, with float32 checkpoints."""
+bfloat16 training that learns as float32 does, with float32 checkpoints; on
+a CPU without bfloat16 units, the one line saying what bfloat16 does there."""
+
+import os
 
 import numpy as np
 import pytest
@@ -10,9 +13,11 @@ from classification import optimization
 from datasets import dataset_factory
 from deployment import session_options
 from runner import estimator as est
+import scripts
 
 tf1 = tf.compat.v1
 ON = session_options.rewriter_config_pb2.RewriterConfig.ON
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize('precision, bf16, fp16', [
@@ -203,3 +208,132 @@ def test_bfloat16_step_keeps_activations_in_bfloat16_and_casts_each_weight_once(
   updates = [n for n in nodes if n.op == 'ResourceApplyMomentum']
   assert len(updates) == len(trainable)
   assert {dtype(n) for n in updates} == {tf.float32}
+
+
+# -- bfloat16 on a CPU without bfloat16 units ---------------------------------
+CPUS = {  # /proc/cpuinfo of one core: (model, flags)
+    'sapphire_rapids': ('Intel(R) Xeon(R) Platinum 8480+',
+                        'fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile'),
+    'genoa': ('AMD EPYC 9654 96-Core Processor', 'fpu avx2 avx512f '
+              'avx512_bf16'),
+    'cascade_lake': ('Intel(R) Xeon(R) Gold 6248', 'fpu avx2 avx512f '
+                     'avx512_vnni'),
+    'milan': ('AMD EPYC', 'fpu avx avx2 fma f16c'),
+    'graviton3': (None, None),  # aarch64: no model name, no x86 flags
+}
+
+
+@pytest.fixture
+def cpu(monkeypatch, tmp_path):
+  """cpu(name): this process's CPU is CPUS[name] for session_options, whose
+  note is not yet said."""
+  monkeypatch.setattr(session_options, '_bfloat16_noted', False)
+
+  def make(name):
+    model, flags = CPUS[name]
+    path = tmp_path / 'cpuinfo'
+    path.write_text(''.join(
+        'processor\t: %d\nmodel name\t: %s\nflags\t\t: %s\n\n' % (
+            i, model, flags) if model else
+        'processor\t: %d\nFeatures\t: fp asimd sve bf16\n\n' % i
+        for i in range(2)))
+    monkeypatch.setattr(session_options, 'CPUINFO', str(path))
+    return model
+  return make
+
+
+@pytest.mark.parametrize('name, compute, says', [
+    ('sapphire_rapids', 'units', None),
+    ('genoa', 'units', None),
+    ('cascade_lake', 'converted', 'this run computes in bfloat16 by '
+     'conversions on AVX-512'),
+    ('milan', 'float32', 'this run computes in float32'),
+    ('graviton3', 'unknown', None),
+])
+def test_bfloat16_says_once_in_one_line_what_it_does_without_bfloat16_units(
+    cpu, capsys, name, compute, says):
+  model = cpu(name)
+  assert session_options.bfloat16_compute() == compute
+  for _ in range(3):  # a run's sessions: training, precise batch norm, ...
+    config = session_options.configure(precision='bfloat16')
+    assert session_options.precision_of(config) == 'bfloat16'
+  lines = capsys.readouterr().err.splitlines()
+  if says is None:
+    assert lines == []
+    return
+  assert len(lines) == 1, lines
+  assert (': warning: --precision=bfloat16: this CPU (%s) has no bfloat16 '
+          'units (neither AMX nor AVX512-BF16)' % model) in lines[0]
+  assert says in lines[0]
+
+
+def test_float32_says_nothing_of_bfloat16(cpu, capsys):
+  cpu('milan')
+  session_options.configure(precision='float32')
+  assert capsys.readouterr().err == ''
+  assert not session_options._bfloat16_noted  # pylint: disable=protected-access
+
+
+def _tensorflow_computes_bfloat16_here():
+  """TensorFlow's own answer (oneDNN's CPU check), or None if this build
+  does not expose it."""
+  try:
+    from tensorflow.python.util import _pywrap_utils  # pylint: disable=import-outside-toplevel
+    return _pywrap_utils.IsDataTypeSupportedByOneDNNOnThisCPU(
+        tf.bfloat16.as_datatype_enum)
+  except (ImportError, AttributeError):
+    return None
+
+
+def test_the_note_tells_what_the_session_runs_on_this_cpu():
+  """On the machine running the test: a bfloat16 session's graph as run has
+  bfloat16 ops exactly where bfloat16_compute says it computes in bfloat16,
+  which is where TensorFlow's own CPU check says it can."""
+  compute = session_options.bfloat16_compute()
+  if compute == 'unknown':
+    pytest.skip('no x86 CPU flags in /proc/cpuinfo')
+  tensorflow_says = _tensorflow_computes_bfloat16_here()
+  if tensorflow_says is not None:
+    assert tensorflow_says == (compute != 'float32'), (
+        compute, session_options.cpu_description())
+  with tf.Graph().as_default():
+    x = tf.random.stateless_uniform((4, 8, 8, 3), (1, 2))
+    kernel = tf1.get_variable('kernel', (3, 3, 3, 8))
+    y = tf.reduce_sum(tf.nn.relu(tf.nn.conv2d(x, kernel, 1, 'SAME')))
+    with tf1.Session(config=session_options.configure(
+        precision='bfloat16')) as session:
+      session.run(tf1.global_variables_initializer())
+      metadata = tf1.RunMetadata()
+      session.run(y, options=tf1.RunOptions(output_partition_graphs=True),
+                  run_metadata=metadata)
+  bf16 = [n.name for g in metadata.partition_graphs for n in g.node
+          if tf.bfloat16.as_datatype_enum in (
+              n.attr['T'].type, n.attr['DstT'].type)]
+  assert bool(bf16) == (compute != 'float32'), (compute, bf16)
+
+
+@pytest.mark.slow
+def test_a_bfloat16_run_says_it_once_whatever_its_sessions(digits_dir, tmp_path):
+  """Training with precise batch norm configures two sessions, evaluation
+  one: each run says it in one line, on a CPU without bfloat16 units; on
+  one with them, nothing."""
+  train_dir = str(tmp_path / 'run')
+  runs = {
+      'train_image_classifier': [
+          '--model_name=mobilenet_v1_025', '--train_image_size=32',
+          '--train_dir=' + train_dir, '--batch_size=8',
+          '--max_number_of_steps=2', '--precise_bn_batches=1'],
+      'eval_image_classifier': [
+          '--model_name=mobilenet_v1_025', '--eval_image_size=32',
+          '--checkpoint_path=' + train_dir, '--batch_size=8',
+          '--max_num_batches=1', '--dataset_split_name=validation']}
+  note = session_options.bfloat16_note()
+  for script, flags in runs.items():
+    result = scripts.run(os.path.join(ROOT, script + '.py'), *flags,
+                         '--dataset_name=digits', '--dataset_dir=' + digits_dir,
+                         '--precision=bfloat16', timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = [line for line in result.stderr.splitlines()
+            if '--precision=bfloat16' in line]
+    assert said == ([] if note is None else
+                    ['%s: warning: %s' % (script, note)]), result.stderr
