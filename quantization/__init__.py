@@ -80,8 +80,8 @@ def _rewrite(graph, is_training, weight_bits, activation_bits, symmetric,
         'all)' % (unquantized[0], len(unquantized)))
 
 
-# Layers whose int8 form TFLite's converter cannot take from a fake-quant
-# graph, and batch norms the fold cannot take.
+# Layers that tf.contrib.quantize's patterns never quantize (it failed on
+# them, or left them in float without a word): refused before any change.
 _REFUSED = {
     'Conv2DBackpropInput': 'a transposed convolution (conv2d_transpose) '
                            'is not rewritten by the quantization',
