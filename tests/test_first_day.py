@@ -101,7 +101,9 @@ def test_the_train_dir_records_how_the_checkpoint_was_trained(folder64,
         'dataset_dir': str(folder64 / 'records'),
         # What says how settled its batch-norm statistics are: CifarNet has
         # no batch norm, and the run kept no moving averages.
-        'batch_norm_decay': None, 'moving_average_decay': None}
+        'batch_norm_decay': None, 'moving_average_decay': None,
+        # Trained in float (no --quantize_delay).
+        'quantize_delay': None}
 
 
 @pytest.mark.slow
