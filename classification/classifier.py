@@ -26,6 +26,7 @@ from preprocessing import encoded_image
 from preprocessing import inception_preprocessing
 from preprocessing import preprocessing_factory
 import quantization
+from quantization import rewrite as quantization_rewrite
 from runner import estimator as est
 
 tf1 = tf.compat.v1
@@ -223,7 +224,8 @@ def model_fn(features, labels, mode, params, config=None):
               tf.train.list_variables(
                   fine_tuning.resolve_checkpoint(p.checkpoint_path))))
       init_fn = fine_tuning.fine_tune_init_fn(
-          p.checkpoint_path, exclude_scopes, p.ignore_missing_vars, note=why)
+          p.checkpoint_path, exclude_scopes, p.ignore_missing_vars, note=why,
+          quantized=p.quantize_delay >= 0)
     warmup = async_warmup_step(p, config)
     if warmup:
       hooks.append(tf1.train.GlobalStepWaiterHook(warmup))
@@ -285,20 +287,32 @@ def model_fn(features, labels, mode, params, config=None):
 
 def _quantization_rewrite(p, training):
   """The quantization rewrite of this graph (quantization/), None without
-  one. One clone on one machine: clones would each learn ranges of their
-  own, under names an eval graph does not read."""
+  one. The clones share one set of ranges under one device's names, the
+  ones an eval graph restores (quantization.rewrite.shared_by_clones); in a
+  parameter-server cluster they live on the ps with the other variables."""
   if not (p.quantize_delay >= 0 if training else p.quantize):
     return None
   flag = '--quantize_delay' if training else '--quantize'
-  if p.deployment.num_clones > 1 or p.deployment.num_replicas > 1:
-    raise ValueError('%s runs one clone in one process for now, got '
-                     '%d clone(s) x %d worker(s): drop --num_clones or the '
-                     'cluster' % (flag, p.deployment.num_clones,
-                                  p.deployment.num_replicas))
+  d = p.deployment
+  if d.collective and d.num_replicas > 1:
+    # Each worker keeps its own copy of every variable and only gradients
+    # are all-reduced: each would learn its own ranges (docs/deploying.md).
+    raise ValueError(
+        '%s does not run with --variable_update=collective_all_reduce in a '
+        'cluster (%d workers): each worker would learn ranges of its own, '
+        'the ranges are no gradients to all-reduce; use parameter servers '
+        '(--variable_update=parameter_server) or one worker' % (
+            flag, d.num_replicas))
+  scopes = [d.clone_scope(i) for i in range(d.num_clones)]
   if training:
-    return lambda: quantization.create_training_graph(
-        quant_delay=p.quantize_delay)
-  return quantization.create_eval_graph
+    def rewrite():
+      with quantization_rewrite.shared_by_clones(scopes):
+        quantization.create_training_graph(quant_delay=p.quantize_delay)
+  else:
+    def rewrite():
+      with quantization_rewrite.shared_by_clones(scopes):
+        quantization.create_eval_graph()
+  return rewrite
 
 
 def async_warmup_step(p, config):

@@ -148,13 +148,15 @@ def restore_variables(session, checkpoint, model_name, variables=None,
 
 
 def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
-                      note=''):
+                      note='', quantized=False):
   """Scaffold init_fn restoring model variables not excluded, after checking
   names and shapes against the checkpoint (the mismatches are listed).
 
   MonitoredTrainingSession calls it only when the model_dir has no
   checkpoint of its own, so a restarted run resumes instead; `note` is
-  printed then, when the restore happens.
+  printed then, when the restore happens. `quantized` (a graph rewritten
+  for quantization-aware training): the ranges are no model variables and
+  start fresh, as in TF-Slim, which a line says.
   """
   checkpoint = resolve_checkpoint(checkpoint_path)
   exclusions = [s.rstrip('/') for s in exclude_scopes or ()]
@@ -194,6 +196,8 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
   if not excluded and not missing:
     lines.append('Not restored: nothing (every model variable is in the '
                  'checkpoint with its shape)')
+  if quantized:
+    lines.append(quantization_ranges_line(checkpoint, shapes))
   saver = tf1.train.Saver(chosen)
 
   def init_fn(unused_scaffold, session):
@@ -203,6 +207,16 @@ def fine_tune_init_fn(checkpoint_path, exclude_scopes, ignore_missing_vars,
       print(line, flush=True)
     saver.restore(session, checkpoint)
   return init_fn
+
+
+def quantization_ranges_line(checkpoint, shapes):
+  """What fine-tuning into quantization-aware training does with the
+  ranges: `shapes` is the checkpoint's {name: shape}."""
+  if not any(name.endswith('_quant/min') for name in shapes):
+    return ('Quantization ranges start fresh: %s holds none (trained in '
+            'float)' % checkpoint)
+  return ('Quantization ranges start fresh: those of %s are not restored '
+          '(fine-tuning restores model variables, as TF-Slim\'s)' % checkpoint)
 
 
 def variables_and_scopes(variables, depth=2, at_most=8):

@@ -25,6 +25,7 @@ The statistic each layer feeds its moving average is found in the graph
 its own definition (e.g. which variance correction it applies).
 """
 import collections
+import contextlib
 import dataclasses
 import math
 import os
@@ -37,6 +38,9 @@ from classification import fine_tuning
 from classification import moving_statistics
 from deployment import model_deploy
 from nets import nets_factory
+import quantization
+from quantization import fold as quantization_fold
+from quantization import rewrite as quantization_rewrite
 from runner import checkpoint_rewrite
 from runner import faults
 
@@ -136,9 +140,16 @@ def _statistics(checkpoint, model_name, num_classes, input_fn, num_batches,
     network_fn = nets_factory.get_network_fn(model_name, num_classes,
                                              is_training=True)
     slices, _ = model_deploy.split_batch(images, num_clones)
+    quantized = quantization.holds_ranges(checkpoint)
+    scopes = ['clone_%d' % i if quantized and num_clones > 1 else ''
+              for i in range(num_clones)]
     for i, piece in enumerate(slices):
-      with tf1.variable_scope(tf1.get_variable_scope(), reuse=i > 0):
+      with tf1.variable_scope(tf1.get_variable_scope(), reuse=i > 0), \
+          (tf1.name_scope(scopes[i]) if scopes[i]
+           else contextlib.nullcontext()):
         network_fn(piece)
+    if quantized:
+      _quantize_with_fixed_ranges(graph, scopes)
     updates = moving_statistics.moving_updates(graph)
     if not updates:
       raise ValueError("--precise_bn_batches: model_name '%s' has no batch "
@@ -170,6 +181,16 @@ def _statistics(checkpoint, model_name, num_classes, input_fn, num_batches,
   slices_per_batch = len(next(iter(values.values())))
   return ({name: sums[name] / (count * len(values[name])) for name in values},
           count * slices_per_batch, images_seen)
+
+
+def _quantize_with_fixed_ranges(graph, clone_scopes):
+  """A checkpoint of quantization-aware training: its statistics are those
+  of the network it trained and evaluates, the quantized one. Batch norm is
+  folded as in training (the batch's statistics, which are averaged here)
+  and the fake quants read the checkpoint's ranges without moving them."""
+  with quantization_rewrite.shared_by_clones(clone_scopes):
+    quantization_fold.fold_batch_norms(graph, True, None)
+    quantization_rewrite.quantize(graph, is_training=False)
 
 
 # -- saying when they are not settled ---------------------------------------

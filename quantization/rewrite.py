@@ -18,6 +18,7 @@ reference's; tests/test_quantization.py holds us to its names and values):
   * `quant_delay`: before that many runs of the graph (counted by the
     `fake_quantization_step` variable) the fake quant is bypassed.
 """
+import contextlib
 import re
 
 import tensorflow as tf
@@ -41,6 +42,39 @@ FAKE_QUANT_TYPES = ('FakeQuantWithMinMaxVars', 'FakeQuantWithMinMaxArgs',
 PASS_THROUGH_TYPES = ('Reshape', 'Identity', 'BatchToSpaceND',
                       'SpaceToBatchND', 'MaxPool', 'Max')
 ARITHMETIC_TYPES = ('Add', 'AddV2', 'Mul')
+
+
+# The name scopes of a model's clones (deployment/model_deploy's 'clone_0',
+# 'clone_1', ...) while `shared_by_clones` is open.
+_CLONE_SCOPES = []
+
+
+@contextlib.contextmanager
+def shared_by_clones(scopes):
+  """Within it, the rewrite gives the layers built once per clone, under
+  name scopes `scopes` (the first clone's first), ONE set of ranges named
+  as one device's graph names them (`LeNet/conv1/act_quant/min`, not
+  `clone_1/LeNet/...`), which an eval graph restores. The first clone's
+  quantizers write them and every clone's fake quant reads what the first
+  wrote this step: as batch norm's moving statistics in model_deploy, one
+  deterministic update per step at the decay one device has (clones that
+  each updated them would race and decay N times a step); the weights'
+  range is the same on every clone (the folded weights use the moving
+  statistics)."""
+  _CLONE_SCOPES[:] = [s.rstrip('/') for s in scopes if s]
+  try:
+    yield
+  finally:
+    del _CLONE_SCOPES[:]
+
+
+def _clone_of(prefix):
+  """(prefix without its clone scope, the clone's index); (prefix, 0)
+  outside clones."""
+  for i, scope in enumerate(_CLONE_SCOPES):
+    if prefix.startswith(scope + '/'):
+      return prefix[len(scope) + 1:], i
+  return prefix, 0
 
 
 class _Layer(object):
@@ -146,12 +180,13 @@ def quantize(graph, is_training, weight_bits=8, activation_bits=8,
   """Inserts the fake quantization (module docstring) into `graph`."""
   consumers_of = _consumers_map(graph)  # as the graph was before
   quantized = set()
+  ranges = {}  # the first clone's (min, max) by name (shared_by_clones)
 
   def insert(context, name, producer, consumers=None, **kwargs):
     _insert(graph, context, name, producer,
             consumers_of(producer) if consumers is None else consumers,
             is_training, quant_delay=quant_delay, ema_decay=ema_decay,
-            symmetric=symmetric, **kwargs)
+            symmetric=symmetric, ranges=ranges, **kwargs)
 
   for layer in find_layers(graph):
     context = _scope_of(layer.layer.name)
@@ -250,7 +285,7 @@ def _followed_by_fake_quant(tensor):
 def _insert(graph, context, name, producer, consumers, is_training,
             moving_avg=True, init_min=-6.0, init_max=6.0, bits=8,
             symmetric=False, ema_decay=0.999, quant_delay=None,
-            narrow_range=False):
+            narrow_range=False, ranges=None):
   """A fake quant of `producer`'s first output, named `context/name`, read
   by `consumers` instead of it."""
   prefix = name if not context else context + '/' + name
@@ -260,9 +295,21 @@ def _insert(graph, context, name, producer, consumers, is_training,
   inputs = producer.outputs[0]
   if _followed_by_fake_quant(inputs):
     return
+  shared, clone = _clone_of(prefix)
   with graph.as_default():
-    quant = _fake_quant(inputs, prefix, is_training, moving_avg, init_min,
-                        init_max, ema_decay, bits, narrow_range, symmetric)
+    if clone == 0:  # the ranges' owner: one device's names
+      quant = _fake_quant(inputs, shared, is_training, moving_avg, init_min,
+                          init_max, ema_decay, bits, narrow_range, symmetric,
+                          ranges)
+      prefix = shared
+    elif ranges is not None and shared in ranges:
+      low, high = ranges[shared]
+      with graph.name_scope(prefix + '/'):
+        quant = tf.quantization.fake_quant_with_min_max_vars(
+            inputs, low, high, num_bits=bits, narrow_range=narrow_range)
+    else:
+      raise ValueError('clone %d quantizes %s, which the first clone does '
+                       'not' % (clone, shared))
     if quant_delay and quant_delay > 0:
       active = tf.greater_equal(graph_edits.quantization_step(graph),
                                 quant_delay,
@@ -276,7 +323,7 @@ def _insert(graph, context, name, producer, consumers, is_training,
 
 
 def _fake_quant(inputs, prefix, is_training, moving_avg, init_min, init_max,
-                ema_decay, bits, narrow_range, symmetric):
+                ema_decay, bits, narrow_range, symmetric, ranges=None):
   """FakeQuantWithMinMaxVars of `inputs` in variable scope `prefix` (its
   `min` and `max`): in training, the batch's range (with 0 in it) is
   written to them (weights) or averaged into them (activations)."""
@@ -307,5 +354,7 @@ def _fake_quant(inputs, prefix, is_training, moving_avg, init_min, init_max,
       else:
         low = tf1.assign(low, range_min, name='AssignMinLast')
         high = tf1.assign(high, range_max, name='AssignMaxLast')
+    if ranges is not None:
+      ranges[prefix] = (low, high)
     return tf.quantization.fake_quant_with_min_max_vars(
         inputs, low, high, num_bits=bits, narrow_range=narrow_range)

@@ -23,6 +23,10 @@ PLATFORM = ('tf_compat', 'quiet_tensorflow', 'zoo_errors', 'zoo_plugins')
 LIBRARY = ('deployment', 'runner', 'classification', 'serving', 'benchmarks',
            'datasets', 'preprocessing', 'nets', 'quantization')
 
+# Scripts at the paths TF-Slim gave them, inside a package: the top layer.
+SCRIPTS_IN_PACKAGES = (os.path.join('nets', 'mobilenet_v1_train.py'),
+                       os.path.join('nets', 'mobilenet_v1_eval.py'))
+
 # What each layer may import besides itself.
 MAY_IMPORT = {
     'platform': set(),
@@ -65,7 +69,8 @@ def _sources():
       if name.endswith('.py'):
         path = os.path.relpath(os.path.join(folder, name), ROOT)
         top = path.split(os.sep)[0]
-        found[path] = (top if top in LIBRARY else
+        found[path] = ('scripts' if path in SCRIPTS_IN_PACKAGES else
+                       top if top in LIBRARY else
                        'platform' if top[:-3] in PLATFORM else 'scripts')
   scripts = {p[:-3] for p, layer in found.items()
              if layer == 'scripts' and os.sep not in p}
