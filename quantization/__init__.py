@@ -111,7 +111,9 @@ def unquantized_layers(graph):
   for op in graph.get_operations():
     if op.type not in rewrite.LAYER_TYPES or _is_gradient(op):
       continue
-    consumers = op.outputs[0].consumers()
+    # A Size reads the shape alone (the fold's batch count n, an op of its
+    # own when the batch size is not known when the graph is built).
+    consumers = [c for c in op.outputs[0].consumers() if c.type != 'Size']
     if all(c.type in fold.FUSED_BATCH_NORMS or (
         c.type == 'Identity' and all(
             cc.type in fold.FUSED_BATCH_NORMS

@@ -283,16 +283,25 @@ def test_mobilenet_v1_scripts_train_and_evaluate_on_digits(digits_dir,
   trained = _run('nets/mobilenet_v1_train.py', *MOBILENET_DIGITS,
                  '--dataset_dir=' + digits_dir, '--checkpoint_dir=' + train_dir,
                  '--number_of_steps=5', '--batch_size=16',
-                 '--log_every_n_steps=5')
+                 '--log_every_n_steps=5', '--quantize')
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert 'Trained to step 5; checkpoint ' in trained.stdout, trained.stdout
   names = dict(tf.train.list_variables(train_dir))
   assert names['MobilenetV1/Conv2d_0/weights'] == [3, 3, 1, 8]  # grayscale
   assert tf.train.load_variable(train_dir, 'global_step') == 5
+  # --quantize: TF-Slim's ranges of all 28 layers, batch norm folded
+  ranges = [n for n in names if n.endswith(('_quant/min', '_quant/max'))]
+  assert len(ranges) == 28 * 4, ranges
+  for name in ('MobilenetV1/MobilenetV1/Conv2d_0/act_quant/min',
+               'MobilenetV1/MobilenetV1/Conv2d_13_pointwise/weights_quant/max',
+               'MobilenetV1/Logits/Conv2d_1c_1x1/weights_quant/min'):
+    assert name in names, name
+  assert tf.train.load_variable(train_dir, 'fake_quantization_step') == 5
   evaluated = _run('nets/mobilenet_v1_eval.py', *MOBILENET_DIGITS,
                    '--dataset_dir=' + digits_dir,
                    '--checkpoint_dir=' + train_dir, '--num_examples=64',
-                   '--batch_size=32', '--eval_dir=' + str(tmp_path / 'eval'))
+                   '--batch_size=32', '--eval_dir=' + str(tmp_path / 'eval'),
+                   '--quantize')
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   assert 0.0 <= _accuracy(evaluated.stdout) <= 1.0
   assert re.search(r'on digits/validation', evaluated.stdout), evaluated.stdout
