@@ -145,4 +145,6 @@ def preprocess_image(image, output_height, output_width, is_training=False,
                              use_grayscale=use_grayscale)
 
 
+# No output_range: per-image standardization's values depend on the image
+# (up to sqrt(pixels - 1) for one bright pixel on black), not the pixels'.
 register_preprocessing('cifarnet', preprocess_image)

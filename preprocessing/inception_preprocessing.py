@@ -320,4 +320,5 @@ def preprocess_image(image, output_height, output_width, is_training=False,
                              central_crop=crop_image, use_grayscale=use_grayscale)
 
 
-register_preprocessing('inception', preprocess_image)
+register_preprocessing('inception', preprocess_image,
+                       output_range=(-1.0, 1.0))  # [0, 1] -> [-1, 1]

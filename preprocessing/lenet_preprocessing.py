@@ -42,4 +42,5 @@ def preprocess_image(image, output_height, output_width, is_training=False,
   return (image - 128.0) / 128.0
 
 
-register_preprocessing('lenet', preprocess_image)
+register_preprocessing('lenet', preprocess_image,
+                       output_range=(-1.0, 127.0 / 128.0))  # (x - 128) / 128

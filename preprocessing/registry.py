@@ -8,7 +8,7 @@ names the preprocessing it was trained with.
 """
 import dataclasses
 import fnmatch
-from typing import Callable
+from typing import Callable, Optional, Tuple
 
 import zoo_errors
 
@@ -21,17 +21,29 @@ class PreprocessingInfo:
   #    use_grayscale=False, **kwargs) -> float image, TF-Slim's signature
   preprocess_image: Callable
   module: str = ''  # the module that registered it
+  # (low, high): every value its evaluation images can hold, whatever the
+  # image (the int8 input range of a model trained with it); None when not
+  # bounded by the pixels alone (e.g. per-image standardization).
+  output_range: Optional[Tuple[float, float]] = None
 
 
 _PREPROCESSINGS = {}
 
 
-def register_preprocessing(name, preprocess_image):
-  """Registers `preprocess_image` under `name`; a name can be registered once."""
+def register_preprocessing(name, preprocess_image, output_range=None):
+  """Registers `preprocess_image` under `name`; a name can be registered
+  once. `output_range`: (low, high) bounding every value it gives for
+  uint8 pixels (PreprocessingInfo), None when it has no such bound."""
   if name in _PREPROCESSINGS:
     raise ValueError('preprocessing name %r is registered twice' % name)
+  if output_range is not None:
+    output_range = (float(output_range[0]), float(output_range[1]))
+    if not output_range[0] < output_range[1]:
+      raise ValueError('preprocessing %r: output_range %r is empty' % (
+          name, output_range))
   info = PreprocessingInfo(name, preprocess_image,
-                           getattr(preprocess_image, '__module__', ''))
+                           getattr(preprocess_image, '__module__', ''),
+                           output_range)
   _PREPROCESSINGS[name] = info
   return info
 

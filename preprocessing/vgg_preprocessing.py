@@ -227,4 +227,8 @@ def preprocess_image(image, output_height, output_width, is_training=False,
                              resize_side_min, use_grayscale)
 
 
-register_preprocessing('vgg', preprocess_image)
+# Pixels in [0, 255] less a channel mean (resizing stays within its
+# inputs' range); one range for RGB and grayscale images: the widest.
+OUTPUT_RANGE = (-max(_R_MEAN, _G_MEAN, _B_MEAN),
+                255.0 - min(_R_MEAN, _G_MEAN, _B_MEAN, _GRAY_MEAN))
+register_preprocessing('vgg', preprocess_image, output_range=OUTPUT_RANGE)

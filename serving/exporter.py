@@ -43,6 +43,7 @@ from datasets import dataset_factory, dataset_utils
 from nets import nets_factory
 from preprocessing import preprocessing_factory
 import quantization
+from serving import learned_ranges
 from serving import micro
 
 tf1 = tf.compat.v1
@@ -211,8 +212,10 @@ class ServingTensors:
   outputs: dict  # OUTPUTS
 
 
-def build_serving_graph(spec):
-  """Builds the serving graph (module doc) in the default graph."""
+def build_serving_graph(spec, quantize=False):
+  """Builds the serving graph (module doc) in the default graph; with
+  `quantize`, the network rewritten as quantization-aware training's eval
+  graph for int8 (serving/learned_ranges.py)."""
   image_bytes = tf1.placeholder(tf.string, [None], name=BYTES_INPUT)
   decoded = tf.map_fn(
       lambda encoded: decode_and_preprocess(spec, encoded), image_bytes,
@@ -221,7 +224,10 @@ def build_serving_graph(spec):
   # Feeding `images` skips the decoding: one network, two entry points.
   images = tf1.placeholder_with_default(decoded, (None,) + spec.image_shape,
                                         name=IMAGES_INPUT)
-  outputs = classification_outputs(spec, network_logits(spec, images))
+  logits = network_logits(spec, images)
+  if quantize:  # before the outputs, as in export_inference_graph
+    logits = learned_ranges.rewrite_for_int8(logits)
+  outputs = classification_outputs(spec, logits)
   return ServingTensors(image_bytes, images, outputs)
 
 
@@ -241,14 +247,19 @@ def checkpoint_step(checkpoint):
 
 class RestoredGraph(object):
   """The serving graph in its own session, its variables restored from a
-  checkpoint (or, with checkpoint None, freshly initialised with `seed`)."""
+  checkpoint (or, with checkpoint None, freshly initialised with `seed`);
+  with `quantize`, the quantization-aware eval graph (the checkpoint's
+  learned ranges) that int8 TFLite converts."""
 
-  def __init__(self, spec, checkpoint=None, seed=0):
+  def __init__(self, spec, checkpoint=None, seed=0, quantize=False):
     self.spec, self.checkpoint = spec, checkpoint
+    self.quantized = bool(quantize)
+    if quantize and checkpoint:
+      quantization.check_checkpoint(checkpoint, flag='--quantize=int8')
     self.graph = tf.Graph()
     with self.graph.as_default():
       tf1.set_random_seed(seed)
-      self.tensors = build_serving_graph(spec)
+      self.tensors = build_serving_graph(spec, quantize)
       self.session = tf1.Session(graph=self.graph)
       self.moving_averages = False
       if checkpoint:
@@ -363,16 +374,22 @@ def write_saved_model(graph, export_dir, overwrite=False):
   return export_dir
 
 
-def convert_to_tflite(graph, quantize='none', representative_images=None):
+def convert_to_tflite(graph, quantize='none', representative_images=None,
+                      input_range=None):
   """TFLite flatbuffer bytes of `graph`'s float path at batch 1.
 
   quantize: 'none' (float32), 'dynamic' (int8 weights, float activations) or
   'int8' (integers throughout, int8 input and output; calibrated on
-  `representative_images`, an iterable of float [H, W, C] images).
+  `representative_images`, an iterable of float [H, W, C] images). A
+  quantized graph (RestoredGraph(quantize=True)) converts to int8 only,
+  with its learned ranges and the input's `input_range` (low, high):
+  nothing is calibrated (serving/learned_ranges.py).
   """
   if quantize not in QUANTIZE:
     raise ValueError("--quantize must be one of %s, got '%s'" % (
         ', '.join(QUANTIZE), quantize))
+  if getattr(graph, 'quantized', False):
+    return _convert_learned_ranges(graph, quantize, input_range)
   graph_def = graph.frozen_float_graph_def(batch_size=1)
   with tf.Graph().as_default() as frozen:
     tf.import_graph_def(graph_def, name='')
@@ -397,25 +414,69 @@ def convert_to_tflite(graph, quantize='none', representative_images=None):
           tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
       converter.inference_input_type = tf.int8
       converter.inference_output_type = tf.int8
-    try:
-      return converter.convert()
-    except Exception as e:  # ConverterError and friends: all mean "cannot"
-      raise ValueError('TFLite cannot convert %s: %s' % (
-          graph.spec.model_name, zoo_errors.one_line(e))) from None
+    return _convert(converter, graph.spec)
+
+
+def _convert(converter, spec):
+  try:
+    return converter.convert()
+  except Exception as e:  # ConverterError and friends: all mean "cannot"
+    raise ValueError('TFLite cannot convert %s: %s' % (
+        spec.model_name, zoo_errors.one_line(e))) from None
+
+
+def _convert_learned_ranges(graph, quantize, input_range):
+  """int8 flatbuffer of a quantized graph by TF 1's quantized-graph path:
+  every range from its fake quants, the input's from `input_range`."""
+  if quantize != 'int8':
+    raise ValueError('a quantization-aware graph converts to --quantize=int8 '
+                     'only, got --quantize=%s' % quantize)
+  if input_range is None:
+    raise ValueError('--quantize=int8 from learned ranges needs the input '
+                     "range: preprocessing '%s' declares none" %
+                     graph.spec.preprocessing_name)
+  graph_def = graph.frozen_float_graph_def(batch_size=1)
+  with tf.Graph().as_default() as frozen:
+    tf.import_graph_def(graph_def, name='')
+    converter = tf1.lite.TFLiteConverter(
+        graph_def, [frozen.get_tensor_by_name(IMAGES_INPUT + ':0')],
+        [frozen.get_tensor_by_name(n + ':0')
+         for n in ('logits', 'probabilities')])
+    converter.inference_type = tf.int8  # input and output too
+    converter.quantized_input_stats = {
+        IMAGES_INPUT: learned_ranges.quantized_input_stats(*input_range)}
+    return _convert(converter, graph.spec)
 
 
 def write_tflite(graph, export_dir, quantize='none', representative_images=None,
-                 overwrite=False):
+                 overwrite=False, input_range=None, input_range_from=None):
   """Writes export_dir/model.tflite with export.json and labels.txt beside
   it; an int8 model also as model_data.cc/.h for TensorFlow Lite Micro, its
   tensor arena measured by TFLM's interpreter and recorded in export.json
-  under `micro` (serving/micro.py). Returns the path of model.tflite."""
+  under `micro` (serving/micro.py). An int8 model (model.tflite and the C
+  array alike) leaves out what TFLM never reads (micro.slim_for_micro: the
+  inner tensors' names, metadata, ...; `micro.left_out_bytes`). A quantized graph (RestoredGraph with
+  quantize) is converted with its learned ranges and `input_range`, which
+  export.json records with `input_range_from` (what gave it). Returns the
+  path of model.tflite."""
   check_destination(export_dir, overwrite)
-  flatbuffer = convert_to_tflite(graph, quantize, representative_images)
+  flatbuffer = convert_to_tflite(graph, quantize, representative_images,
+                                 input_range)
+  converted_bytes = len(flatbuffer)
+  if quantize == 'int8':  # for microcontrollers: what TFLM never reads out
+    flatbuffer = micro.slim_for_micro(flatbuffer)
   info = dict(export_info(graph.spec, graph, 'tflite', quantize),
               model_bytes=len(flatbuffer))
+  if quantize == 'int8':  # where the int8 ranges came from
+    learned = getattr(graph, 'quantized', False)
+    info['int8_ranges'] = ('learned (quantization-aware training)' if learned
+                           else 'calibrated')
+    if learned:
+      info['input_range'] = [float(v) for v in input_range]
+      info['input_range_from'] = input_range_from
   if quantize == 'int8':  # measured before anything is written
-    info['micro'] = micro.facts(flatbuffer)
+    info['micro'] = dict(micro.facts(flatbuffer),
+                         left_out_bytes=converted_bytes - len(flatbuffer))
   with staged_path(export_dir, overwrite) as staged:
     os.makedirs(staged)
     with open(os.path.join(staged, TFLITE_FILENAME), 'wb') as f:
@@ -473,7 +534,8 @@ def export_inference_graph(spec, output_file, batch_size=None,
   (TF-Slim's --is_video_model); with a checkpoint, frozen (variables folded
   into constants). With `quantize`, the graph is quantization-aware
   training's eval graph (quantization.create_eval_graph: batch norm folded,
-  fake quant with the checkpoint's ranges), as TF-Slim's --quantize wrote.
+  fake quant with the checkpoint's ranges), as TF-Slim's --quantize wrote,
+  the weights' ranges made symmetric for TFLite's int8 kernels.
   Returns a dict describing what was written."""
   check_destination(output_file, overwrite, '--output_file')
   if quantize and checkpoint:
@@ -491,8 +553,9 @@ def export_inference_graph(spec, output_file, batch_size=None,
     images = tf1.placeholder(tf.float32, shape, name='input')
     logits = network_logits(spec, images, is_training=is_training)
     if quantize:  # before the outputs: an Identity would pass for a layer's
-      quantization.create_eval_graph()  # activation (as in tf.contrib)
-      logits = quantization.quantized_output(logits)
+      # activation (as in tf.contrib); symmetric weight ranges, as TFLite's
+      # int8 kernels take them (serving/learned_ranges.py)
+      logits = learned_ranges.rewrite_for_int8(logits)
     tf.identity(logits, name='logits')
     tf.nn.softmax(logits, name='probabilities')
     graph_def = graph.as_graph_def()

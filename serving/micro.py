@@ -100,6 +100,80 @@ def _schema_and_model(model_bytes):
   return schema, schema.Model.GetRootAsModel(bytes(model_bytes), 0)
 
 
+# The metadata TFLM's interpreter reads (its allocator's offline plan); the
+# converter's others (min_runtime_version, CONVERSION_METADATA) it never does.
+MICRO_METADATA = ('OfflineMemoryAllocation',)
+
+
+def slim_for_micro(model_bytes, keep_outputs=None):
+  """The flatbuffer without what TFLM's interpreter never reads: the names
+  of the tensors other than the inputs and outputs, the subgraph's name,
+  the description, signature defs, metadata other than MICRO_METADATA (and
+  their buffers), the data of buffers no tensor uses; with `keep_outputs`
+  (names), the other outputs and the ops, tensors, buffers and operator
+  codes only they need. Weights, quantization and ops are untouched: TFLM
+  and TFLite compute what they computed. Returns the bytes."""
+  import flatbuffers
+  schema, _ = _schema_and_model(model_bytes)
+  model = schema.ModelT.InitFromObj(
+      schema.Model.GetRootAsModel(bytes(model_bytes), 0))
+  if len(model.subgraphs) != 1:
+    return bytes(model_bytes)  # control flow: left as the converter wrote it
+  graph = model.subgraphs[0]
+  if keep_outputs is not None:
+    kept = [i for i in graph.outputs
+            if graph.tensors[i].name.decode() in keep_outputs]
+    if kept:
+      graph.outputs = kept
+      _drop_unused(model, graph)
+  io = set(graph.inputs) | set(graph.outputs)
+  for i, tensor in enumerate(graph.tensors):
+    if i not in io:
+      tensor.name = None
+  graph.name = None
+  model.description = None
+  model.signatureDefs = None
+  metadata = [m for m in model.metadata or []
+              if m.name.decode() in MICRO_METADATA]
+  used = {t.buffer for t in graph.tensors} | {m.buffer for m in metadata}
+  for i, buffer in enumerate(model.buffers):
+    if i not in used:
+      buffer.data = None
+  model.metadata = metadata or None
+  builder = flatbuffers.Builder(len(model_bytes) + 1024)
+  builder.Finish(model.Pack(builder), file_identifier=b'TFL3')
+  return bytes(builder.Output())
+
+
+def _drop_unused(model, graph):
+  """Removes the ops no output needs, then the tensors and operator codes
+  nothing uses (indices renumbered)."""
+  needed, wanted = [], set(graph.outputs)
+  for op in reversed(graph.operators):
+    if wanted & set(op.outputs):
+      needed.append(op)
+      wanted |= {i for i in op.inputs if i >= 0}
+  graph.operators = needed[::-1]
+  used = sorted(set(graph.inputs) | set(graph.outputs) | {
+      i for op in graph.operators
+      for i in list(op.inputs) + list(op.outputs) + list(op.intermediates or [])
+      if i >= 0})
+  renumber = {old: new for new, old in enumerate(used)}
+  renumber[-1] = -1  # an optional input left out
+  graph.tensors = [graph.tensors[i] for i in used]
+  graph.inputs = [renumber[i] for i in graph.inputs]
+  graph.outputs = [renumber[i] for i in graph.outputs]
+  codes = sorted({op.opcodeIndex for op in graph.operators})
+  recode = {old: new for new, old in enumerate(codes)}
+  model.operatorCodes = [model.operatorCodes[i] for i in codes]
+  for op in graph.operators:
+    op.inputs = [renumber[i] for i in op.inputs]
+    op.outputs = [renumber[i] for i in op.outputs]
+    if op.intermediates is not None:
+      op.intermediates = [renumber[i] for i in op.intermediates]
+    op.opcodeIndex = recode[op.opcodeIndex]
+
+
 def resolver_ops(model_bytes):
   """The MicroMutableOpResolver calls the model needs, e.g. 'AddConv2D'
   (builtin ops; a custom op by its custom code)."""
