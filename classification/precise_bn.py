@@ -40,6 +40,7 @@ from deployment import model_deploy
 from nets import nets_factory
 import quantization
 from quantization import fold as quantization_fold
+from quantization import graph_edits
 from quantization import rewrite as quantization_rewrite
 from runner import checkpoint_rewrite
 from runner import faults
@@ -111,6 +112,8 @@ def recompute(checkpoint, model_name, num_classes, input_fn, num_batches,
     moved[name] = float(np.linalg.norm(value - old) / max(
         np.linalg.norm(value), np.linalg.norm(old), 1e-12))
     tensors[name] = value.astype(tensors[name].dtype)
+  if quantization.holds_ranges(checkpoint):
+    tensors.update(_weight_ranges(tensors, model_name, num_classes, input_fn))
   tensors[MARKER] = np.array(batches, dtype=np.int64)
   checkpoint_rewrite.rewrite(checkpoint, tensors)
   worst = max(moved, key=moved.get)
@@ -187,10 +190,52 @@ def _quantize_with_fixed_ranges(graph, clone_scopes):
   """A checkpoint of quantization-aware training: its statistics are those
   of the network it trained and evaluates, the quantized one. Batch norm is
   folded as in training (the batch's statistics, which are averaged here)
-  and the fake quants read the checkpoint's ranges without moving them."""
+  and the activations' fake quants read the checkpoint's ranges without
+  moving them. The weights' take their range from the folded weights they
+  quantize, as every training step does (it writes it, then reads it): the
+  folded weights scale with the checkpoint's moving variance, which is what
+  this recomputes, so a stored range would clip them."""
   with quantization_rewrite.shared_by_clones(clone_scopes):
     quantization_fold.fold_batch_norms(graph, True, None)
     quantization_rewrite.quantize(graph, is_training=False)
+  for op in graph.get_operations():
+    if (op.type == 'FakeQuantWithMinMaxVars' and
+        op.name.endswith('/weights_quant/FakeQuantWithMinMaxVars')):
+      folded = op.inputs[0]
+      with graph.as_default(), graph.name_scope(op.name.rpartition('/')[0] +
+                                                '/'):
+        low = tf.minimum(tf.reduce_min(folded), 0.0, name='last_min')
+        high = tf.maximum(tf.reduce_max(folded), 0.0, name='last_max')
+      graph_edits.reroute(low, op.inputs[1], [op])
+      graph_edits.reroute(high, op.inputs[2], [op])
+
+
+def _weight_ranges(tensors, model_name, num_classes, input_fn):
+  """{name: value} of the weights' ranges of a quantization-aware checkpoint
+  whose statistics are `tensors`' new ones. A folded layer's weights are
+  weights x gamma / sigma_moving, so they move with the moving variance, and
+  the range training writes each step is theirs (min and max, with 0 in
+  it): kept as they were, they would clip the new folded weights in every
+  eval graph and export. The activations' ranges stay: training normalised
+  with each batch's statistics, not the moving ones."""
+  with tf.Graph().as_default() as graph:
+    shape = input_fn().element_spec[0].shape.as_list()
+    nets_factory.get_network_fn(model_name, num_classes, is_training=False)(
+        tf1.placeholder(tf.float32, [1] + shape[1:]))
+    quantization.create_eval_graph()
+    folded = {op.name.rpartition('/')[0]: op.inputs[0]
+              for op in graph.get_operations()
+              if op.type == 'FakeQuantWithMinMaxVars'
+              and op.name.endswith('/weights_quant/FakeQuantWithMinMaxVars')}
+    with tf1.Session(graph=graph) as session:
+      session.run([v.assign(tensors[v.op.name])
+                   for v in tf1.global_variables()])
+      values = session.run(folded)
+  ranges = {}
+  for prefix, value in values.items():
+    ranges[prefix + '/min'] = np.float32(min(value.min(), 0.0))
+    ranges[prefix + '/max'] = np.float32(max(value.max(), 0.0))
+  return ranges
 
 
 # -- saying when they are not settled ---------------------------------------

@@ -219,14 +219,13 @@ def quantize(graph, is_training, weight_bits=8, activation_bits=8,
   consumers_now = _consumers_map(graph)
   for op in graph.get_operations():
     if _needs_quant(op, quantized):
-      insert(op.name, 'activation_%s_quant' % op.type, op,
+      name, op_type = _tf115_dropout_name(op) or (op.name, op.type)
+      insert(name, 'activation_%s_quant' % op_type, op,
              consumers=consumers_now(op), bits=activation_bits)
 
 
 def _needs_quant(op, quantized):
-  if op in quantized or op.type not in ARITHMETIC_TYPES:
-    return False
-  if _is_dropout_scale(op):
+  if op in quantized or not _arithmetic(op):
     return False
   if len(op.outputs) == 1 and len(op.outputs[0].consumers()) == 1:
     if op.outputs[0].consumers()[0].type in RELU_TYPES:
@@ -240,20 +239,37 @@ def _needs_quant(op, quantized):
         source.name.find('delayed_quant/Merge') > 0 or
         source.name.endswith('/delayed_quant')):
       return True
-    if source.type in ARITHMETIC_TYPES:
+    if _arithmetic(source):
       if any(_needs_quant(t.op, quantized) for t in source.inputs):
         return True
   return False
 
 
-def _is_dropout_scale(op):
-  """TF 2's dropout: activation * (1 / keep_prob), then a SelectV2 by the
-  keep mask. TF 1.15's divided first (RealDiv), which the reference never
-  looked through, so no dropout was quantized there and none is here: a
-  TF-Slim checkpoint has no range for it (nor has an eval graph a dropout)."""
+# Dropout (training graphs only): TF 1.15 computed x * (1 / keep_prob) *
+# cast(keep_mask), ops `dropout/mul` and `dropout/mul_1`, and the reference
+# quantized both, naming their ranges after them; TF 2 computes the same
+# values as Mul(x, 1 / keep_prob) then SelectV2(keep_mask, that, 0). That
+# SelectV2 is TF 1.15's second Mul, and both take TF 1.15's names, so that a
+# TF-Slim QAT training checkpoint resumes here with every range.
+def _tf115_dropout_name(op):
+  """(TF 1.15's op name, its type) for an op of TF 2's dropout, else None."""
+  if _is_dropout_mask(op):
+    return _scope_of(op.name) + '/mul_1', 'Mul'
   consumers = op.outputs[0].consumers()
-  return (op.type == 'Mul' and len(consumers) == 1 and
-          consumers[0].type == 'SelectV2' and '/dropout/' in op.name + '/')
+  if (op.type == 'Mul' and len(consumers) == 1 and
+      _is_dropout_mask(consumers[0]) and consumers[0].inputs[1].op is op):
+    return _scope_of(op.name) + '/mul', 'Mul'
+  return None
+
+
+def _is_dropout_mask(op):
+  return (op.type == 'SelectV2' and op.inputs[0].op.type == 'GreaterEqual'
+          and _scope_of(op.name).split('/')[-1].startswith('dropout'))
+
+
+def _arithmetic(op):
+  """An Add or Mul, as the reference saw them (with TF 1.15's dropout)."""
+  return op.type in ARITHMETIC_TYPES or _is_dropout_mask(op)
 
 
 def _consumers_map(graph):

@@ -272,25 +272,21 @@ def test_precision_table_puts_float32_and_bfloat16_op_times_side_by_side(
            j['profile_dir']) for j in jobs] == [
                ('harness', 'float32', 1, 0, str(profile_dir)),
                ('harness', 'bfloat16', 1, 0, str(profile_dir))]
+
+  def float32(conv_ms):
+    return {'Conv2D': (2, conv_ms), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
+            'Cast int64->float32': (1, 0.2)}
+
+  def bfloat16(conv_ms):
+    return {'Conv2D bf16': (2, conv_ms), 'MatMul bf16': (1, 2.0),
+            'Relu bf16': (2, 0.5), 'MatMul': (1, 1.0),
+            'Cast float32->bfloat16': (3, 0.3),
+            'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)}
+
   traces = iter([  # round by round: float32, then bfloat16
-      ({'Conv2D': (2, 10.0), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
-        'Cast int64->float32': (1, 0.2)}, 14000, 10.0),
-      ({'Conv2D bf16': (2, 5.0), 'MatMul bf16': (1, 2.0), 'Relu bf16': (2, 0.5),
-        'MatMul': (1, 1.0), 'Cast float32->bfloat16': (3, 0.3),
-        'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)},
-       8000, 20.0),
-      ({'Conv2D': (2, 12.0), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
-        'Cast int64->float32': (1, 0.2)}, 16000, 11.0),
-      ({'Conv2D bf16': (2, 7.0), 'MatMul bf16': (1, 2.0), 'Relu bf16': (2, 0.5),
-        'MatMul': (1, 1.0), 'Cast float32->bfloat16': (3, 0.3),
-        'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)},
-       9000, 22.0),
-      ({'Conv2D': (2, 11.0), 'MatMul': (1, 4.0), 'Relu': (2, 1.0),
-        'Cast int64->float32': (1, 0.2)}, 15000, 12.0),
-      ({'Conv2D bf16': (2, 6.0), 'MatMul bf16': (1, 2.0), 'Relu bf16': (2, 0.5),
-        'MatMul': (1, 1.0), 'Cast float32->bfloat16': (3, 0.3),
-        'Cast bfloat16->float32': (2, 0.1), 'Cast int64->float32': (1, 0.2)},
-       10000, 24.0)])
+      (float32(10.0), 14000, 10.0), (bfloat16(5.0), 8000, 20.0),
+      (float32(12.0), 16000, 11.0), (bfloat16(7.0), 9000, 22.0),
+      (float32(11.0), 15000, 12.0), (bfloat16(6.0), 10000, 24.0)])
 
   def run_job(job):  # as the harness with a profile_dir: the ops written
     ops, step, rate = next(traces)

@@ -236,7 +236,7 @@ def _qat_checkpoint(directory, act_max):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_precise_batch_norm_runs_the_quantized_network_and_keeps_the_ranges(
+def test_precise_batch_norm_runs_the_quantized_network_and_moves_weight_ranges(
     tmp_path):
   rng = np.random.RandomState(0)
   batches = rng.uniform(-1, 1, (2, 4, SIZE, SIZE, 3)).astype(np.float32)
@@ -254,8 +254,20 @@ def test_precise_batch_norm_runs_the_quantized_network_and_keeps_the_ranges(
     precise_bn.recompute(checkpoint, MOBILENET, 3, input_fn, 2, num_clones=2)
     ranges[act_max] = before
     after = {n: tf.train.load_variable(checkpoint, n) for n in before}
-    for name, value in before.items():  # the ranges are as trained
-      np.testing.assert_array_equal(after[name], value, err_msg=name)
+    for name, value in before.items():  # the activations' as trained
+      if '/weights_quant/' not in name:
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    # the weights': what the next training step writes, the folded weights'
+    # min and max with the new moving variance
+    def load(name):
+      return tf.train.load_variable(checkpoint, 'MobilenetV1/Conv2d_0/' + name)
+    folded = load('weights') * load('BatchNorm/gamma') / np.sqrt(
+        load('BatchNorm/moving_variance') + 0.001)
+    layer = 'MobilenetV1/MobilenetV1/Conv2d_0/weights_quant/'
+    np.testing.assert_allclose(
+        [after[layer + 'min'], after[layer + 'max']],
+        [min(folded.min(), 0), max(folded.max(), 0)], rtol=1e-5)
+    assert after[layer + 'max'] != before[layer + 'max']
     statistics[act_max] = {
         n: tf.train.load_variable(checkpoint, n)
         for n in ('MobilenetV1/Conv2d_0/BatchNorm/moving_mean',
