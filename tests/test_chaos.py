@@ -46,7 +46,9 @@ def test_a_job_killed_at_random_heals_and_ends_as_an_undisturbed_one(
     if sampler:
       print(sampler.table())
       tasks = ['worker:0', 'worker:1'] + (['ps:0'] if layout == 'ps' else [])
-      problems = sampler.problems(STEPS, names=tasks)
+      problems = sampler.problems(
+          STEPS, names=tasks,
+          max_rss_growth=task_resources.SHORT_RUN_RSS_GROWTH)
       assert not problems, '%s\n%s' % (problems, sampler.table())
     problems, final, restarts = chaos.check(layout, status, log, made, seen,
                                             train_dir, STEPS)

@@ -355,8 +355,9 @@ def test_async_ps_and_two_workers_train_digits_and_only_the_chief_saves(
   assert len(accuracy) == len(steps) and accuracy[-1] > 0.5, judged[-3000:]
   assert os.path.isfile(train_dir / 'eval' / ('confusion_matrix-%d.csv' % steps[-1]))
   print(sampler.table())
-  problems = sampler.problems(300, names=['ps:0', 'worker:0', 'worker:1',
-                                          'evaluator'])
+  problems = sampler.problems(
+      300, names=['ps:0', 'worker:0', 'worker:1', 'evaluator'],
+      max_rss_growth=task_resources.SHORT_RUN_RSS_GROWTH)
   assert not problems, '%s\n%s' % (problems, sampler.table())
 
 

@@ -251,7 +251,9 @@ def test_script_trains_replicated_and_eval_reads_the_checkpoint(digits_dir,
     sampler.stop()
     trainer.stop()
   print(sampler.table())
-  problems = sampler.problems(steps, names=['trainer'])
+  problems = sampler.problems(
+      steps, names=['trainer'],
+      max_rss_growth=task_resources.SHORT_RUN_RSS_GROWTH)
   assert not problems, '%s\n%s' % (problems, sampler.table())
   checkpoint = tf.train.latest_checkpoint(train_dir)
   assert est.global_step_of(checkpoint) == steps
