@@ -258,3 +258,20 @@ mobilenet_v1_025 = functools.partial(mobilenet_v1, depth_multiplier=0.25)
 register_network('mobilenet_v1_025', mobilenet_v1_025, mobilenet_v1_arg_scope,
                  default_image_size=224, logits_scopes=('MobilenetV1/Logits',),
                  published=('mobilenet_v1_0.25_128.tgz', 41.5, 66.3))
+
+
+# The registered names above by depth multiplier: TF-Slim's
+# nets/mobilenet_v1_train.py and mobilenet_v1_eval.py pick the network by
+# --depth_multiplier.
+NAMES_BY_DEPTH_MULTIPLIER = {1.0: 'mobilenet_v1', 0.75: 'mobilenet_v1_075',
+                             0.5: 'mobilenet_v1_050', 0.25: 'mobilenet_v1_025'}
+
+
+def name_for_depth_multiplier(depth_multiplier):
+  """The registered MobileNet v1 of `depth_multiplier`; ValueError naming
+  the flag when the zoo has none."""
+  if depth_multiplier not in NAMES_BY_DEPTH_MULTIPLIER:
+    raise ValueError('--depth_multiplier=%g: the zoo has MobileNet v1 at %s'
+                     % (depth_multiplier, ', '.join(
+                         '%g' % m for m in sorted(NAMES_BY_DEPTH_MULTIPLIER))))
+  return NAMES_BY_DEPTH_MULTIPLIER[depth_multiplier]

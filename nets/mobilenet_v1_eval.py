@@ -26,6 +26,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import dataset_factory  # noqa: E402
+from nets import mobilenet_v1  # noqa: E402
 import eval_image_classifier  # noqa: E402  (its flags, then ours)
 import script_flags  # noqa: E402
 
@@ -42,24 +43,14 @@ F.set_default('num_classes', 1001)
 F.set_default('batch_size', 250)
 F.set_default('dataset_split_name', 'validation')
 
-MODEL_NAMES = {1.0: 'mobilenet_v1', 0.75: 'mobilenet_v1_075',
-               0.5: 'mobilenet_v1_050', 0.25: 'mobilenet_v1_025'}
-
-
-def model_name(depth_multiplier):
-  if depth_multiplier not in MODEL_NAMES:
-    raise ValueError('--depth_multiplier=%g: the zoo has MobileNet v1 at %s'
-                     % (depth_multiplier, ', '.join(
-                         '%g' % m for m in sorted(MODEL_NAMES))))
-  return MODEL_NAMES[depth_multiplier]
-
 
 def translated_flags():
   """eval_image_classifier.py's flags for this script's: only those the
   command line does not set itself. TF-Slim evaluates
   ceil(num_examples / batch_size) batches."""
   values = {
-      'model_name': model_name(F.depth_multiplier),
+      'model_name': mobilenet_v1.name_for_depth_multiplier(
+          F.depth_multiplier),
       'checkpoint_path': F.checkpoint_dir or None,
       'eval_image_size': F.image_size,
       'max_num_batches': int(math.ceil(F.num_examples / float(F.batch_size))),

@@ -29,6 +29,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from datasets import dataset_factory  # noqa: E402
+from nets import mobilenet_v1  # noqa: E402
 import script_flags  # noqa: E402
 import train_image_classifier  # noqa: E402  (its flags, then ours)
 
@@ -53,19 +54,6 @@ for _name, _value in (('batch_size', 64), ('log_every_n_steps', 100),
 LEARNING_RATE, FINE_TUNE_LEARNING_RATE = 0.045, 1e-4
 QUANT_DELAY = 250000  # from scratch; fine-tuning quantizes from step 0
 LEARNING_RATE_DECAY_FACTOR, NUM_EPOCHS_PER_DECAY = 0.94, 2.5
-
-
-# The zoo's MobileNet v1 networks by --depth_multiplier.
-MODEL_NAMES = {1.0: 'mobilenet_v1', 0.75: 'mobilenet_v1_075',
-               0.5: 'mobilenet_v1_050', 0.25: 'mobilenet_v1_025'}
-
-
-def model_name(depth_multiplier):
-  if depth_multiplier not in MODEL_NAMES:
-    raise ValueError('--depth_multiplier=%g: the zoo has MobileNet v1 at %s'
-                     % (depth_multiplier, ', '.join(
-                         '%g' % m for m in sorted(MODEL_NAMES))))
-  return MODEL_NAMES[depth_multiplier]
 
 
 def check_num_classes(num_classes, split):
@@ -97,7 +85,8 @@ def translated_flags():
   command line does not set itself."""
   fine_tuning = bool(F.fine_tune_checkpoint)
   return unless_given({
-      'model_name': model_name(F.depth_multiplier),
+      'model_name': mobilenet_v1.name_for_depth_multiplier(
+          F.depth_multiplier),
       'train_dir': F.checkpoint_dir,
       'max_number_of_steps': F.number_of_steps,
       'train_image_size': F.image_size,

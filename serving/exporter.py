@@ -390,13 +390,7 @@ def convert_to_tflite(graph, quantize='none', representative_images=None,
         ', '.join(QUANTIZE), quantize))
   if getattr(graph, 'quantized', False):
     return _convert_learned_ranges(graph, quantize, input_range)
-  graph_def = graph.frozen_float_graph_def(batch_size=1)
-  with tf.Graph().as_default() as frozen:
-    tf.import_graph_def(graph_def, name='')
-    converter = tf1.lite.TFLiteConverter(
-        graph_def, [frozen.get_tensor_by_name(IMAGES_INPUT + ':0')],
-        [frozen.get_tensor_by_name(n + ':0')
-         for n in ('logits', 'probabilities')])
+  with _converter(graph) as converter:
     if quantize != 'none':
       converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantize == 'int8':
@@ -417,6 +411,19 @@ def convert_to_tflite(graph, quantize='none', representative_images=None,
     return _convert(converter, graph.spec)
 
 
+@contextlib.contextmanager
+def _converter(graph):
+  """TF 1's converter of `graph`'s frozen path from `images` (batch 1) to
+  logits and probabilities, inside the graph it was imported into."""
+  graph_def = graph.frozen_float_graph_def(batch_size=1)
+  with tf.Graph().as_default() as frozen:
+    tf.import_graph_def(graph_def, name='')
+    yield tf1.lite.TFLiteConverter(
+        graph_def, [frozen.get_tensor_by_name(IMAGES_INPUT + ':0')],
+        [frozen.get_tensor_by_name(n + ':0')
+         for n in ('logits', 'probabilities')])
+
+
 def _convert(converter, spec):
   try:
     return converter.convert()
@@ -435,13 +442,7 @@ def _convert_learned_ranges(graph, quantize, input_range):
     raise ValueError('--quantize=int8 from learned ranges needs the input '
                      "range: preprocessing '%s' declares none" %
                      graph.spec.preprocessing_name)
-  graph_def = graph.frozen_float_graph_def(batch_size=1)
-  with tf.Graph().as_default() as frozen:
-    tf.import_graph_def(graph_def, name='')
-    converter = tf1.lite.TFLiteConverter(
-        graph_def, [frozen.get_tensor_by_name(IMAGES_INPUT + ':0')],
-        [frozen.get_tensor_by_name(n + ':0')
-         for n in ('logits', 'probabilities')])
+  with _converter(graph) as converter:
     converter.inference_type = tf.int8  # input and output too
     converter.quantized_input_stats = {
         IMAGES_INPUT: learned_ranges.quantized_input_stats(*input_range)}
