@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -283,3 +284,42 @@ def test_train_with_quantize_delay_then_eval_and_export_as_tf_slims_scripts(
       '--quantize_delay; drop --quantize, or train it quantized'
       % os.path.join(float_dir, 'model.ckpt'))
   assert not os.path.exists(str(tmp_path / 'refused.pb'))
+
+
+def _recipe_value(name, shape):
+  """The reference's value of a float variable (qat_reference/README_json's
+  recipe, also in tests/data/qat_reference/README.md)."""
+  value = np.random.RandomState(zlib.crc32(name.encode('utf-8'))).normal(
+      size=shape) * 0.1
+  if name.endswith(('gamma', 'moving_variance')):
+    value = np.abs(value) + 0.5
+  return value.astype(np.float32)
+
+
+def test_mobilenet_v1_025_eval_graph_computes_contribs_logits_from_its_ranges():
+  """Numbers, not names: contrib's eval graph of mobilenet_v1_025 (folded
+  depthwise and pointwise convs, the logits layer) on the same weights,
+  moving statistics and ranges gave these logits; ours, restoring those
+  ranges by name, gives the same."""
+  values = np.load(os.path.join(REFERENCE, 'mobilenet_v1_025_values.npz'))
+  images = np.random.RandomState(0).uniform(-1, 1, [2, 128, 128, 3]).astype(
+      np.float32)
+  assert np.isclose(images.astype(np.float64).sum(), values['input_check/sum'])
+  with tf.Graph().as_default():
+    network = nets_factory.get_network_fn('mobilenet_v1_025', 1001)
+    logits, _ = network(tf1.constant(images))
+    model = {v.op.name: v for v in tf1.global_variables()}
+    quantization.create_eval_graph()
+    with tf1.Session() as session:
+      for variable in tf1.global_variables():
+        name = variable.op.name
+        if name in model:
+          value = values.get('moving_stats/' + name)
+          if value is None:
+            value = _recipe_value(name, variable.shape.as_list())
+        else:  # a range, by its TF-Slim name
+          value = values[name]
+        variable.load(value, session)
+      got = session.run(quantization.quantized_output(logits))
+  np.testing.assert_allclose(got, values['eval/logits'], rtol=1e-4, atol=1e-4)
+  assert not np.allclose(got, values['eval_initial_ranges/logits'], atol=1e-3)
